@@ -1,0 +1,46 @@
+#pragma once
+// One Llama-style decoder layer with its KV cache: prefill n tokens, decode one at a time.
+#include <cstddef>
+#include <vector>
+
+#include "engine/kv_cache.hpp"
+#include "engine/layer_config.hpp"
+#include "engine/layer_weights.hpp"
+#include "kernels/isa.hpp"
+
+namespace kvscope {
+
+// y = x + Attention(RMSNorm(x)); out = y + down(silu(gate·h) ⊙ up·h), h = RMSNorm(y).
+// Attention: Q=hW_Qᵀ, K=hW_Kᵀ, V=hW_Vᵀ, RoPE on q and k, causal softmax(QKᵀ/√head_dim)V per
+// head, heads concatenated and projected by W_O. Positions continue from the cache: a
+// prefill of n tokens followed by decode steps equals one prefill of them all.
+class DecoderLayer {
+ public:
+  struct Options {
+    KvDtype kv_dtype = KvDtype::f32;
+    Isa isa = Isa::scalar;
+    int threads = 1;
+  };
+
+  DecoderLayer(const LayerConfig& config, LayerWeights weights, Options options);
+
+  // x: [n × hidden_size] at positions cache().size() … + n − 1; returns [n × hidden_size].
+  // Throws, with the cache unchanged, if n is 0, the tokens exceed the cache's capacity,
+  // or x holds NaN or infinity.
+  std::vector<float> prefill(const float* x, std::size_t n);
+
+  // One token x: [hidden_size]: a prefill of one row.
+  std::vector<float> decode(const float* x) { return prefill(x, 1); }
+
+  const LayerConfig& config() const { return config_; }
+  const KvCache& cache() const { return cache_; }
+  void reset() { cache_.clear(); }
+
+ private:
+  LayerConfig config_;
+  LayerWeights weights_;
+  Options options_;
+  KvCache cache_;
+};
+
+}  // namespace kvscope

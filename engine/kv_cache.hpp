@@ -1,0 +1,45 @@
+#pragma once
+// The KV cache of one decoder layer: contiguous per kv head, 64-byte aligned.
+#include <cstddef>
+
+#include "engine/memory.hpp"
+#include "kernels/kv_dtype.hpp"
+#include "kernels/kv_view.hpp"
+
+namespace kvscope {
+
+class LayerConfig;
+
+// For every kv head, one K block [capacity × head_dim] and one V block, rows in position
+// order, elements of `dtype` (int8 rows carry one f32 scale each). See KvView for the layout.
+class KvCache {
+ public:
+  KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity, KvDtype dtype);
+  KvCache(const LayerConfig& config, KvDtype dtype);
+
+  std::size_t size() const { return size_; }  // tokens stored
+  std::size_t capacity() const { return capacity_; }
+  std::size_t n_kv_heads() const { return n_kv_heads_; }
+  std::size_t head_dim() const { return head_dim_; }
+  KvDtype dtype() const { return dtype_; }
+  std::size_t bytes() const;  // allocated bytes, K + V + scales
+
+  // Appends n tokens; k and v are [n × n_kv_heads × head_dim] f32, encoded to dtype().
+  // Throws std::length_error if size() + n > capacity(): nothing is stored then, and
+  // the tokens already in the cache stay as they were.
+  void append(const float* k, const float* v, std::size_t n);
+
+  // Forgets the stored tokens (capacity and memory stay).
+  void clear() { size_ = 0; }
+
+  KvView view() const;
+
+ private:
+  std::size_t n_kv_heads_, head_dim_, capacity_;
+  KvDtype dtype_;
+  std::size_t head_stride_bytes_;
+  AlignedBuffer k_, v_, k_scale_, v_scale_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace kvscope

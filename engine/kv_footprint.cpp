@@ -1,0 +1,49 @@
+#include "engine/kv_footprint.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "engine/checked_math.hpp"
+
+namespace kvscope {
+namespace {
+
+std::uint64_t positive(std::int64_t value, const char* name) {
+  if (value < 1) {
+    throw std::invalid_argument(std::string(name) + " must be at least 1, got " +
+                                std::to_string(value));
+  }
+  return static_cast<std::uint64_t>(value);
+}
+
+}  // namespace
+
+KvFootprint kv_footprint(const KvShape& s) {
+  const std::uint64_t kv_heads = positive(s.n_kv_heads, "kv heads");
+  const std::uint64_t head_dim = positive(s.head_dim, "head_dim");
+  const std::uint64_t tokens = positive(s.tokens, "tokens");
+  const std::uint64_t layers = positive(s.layers, "layers");
+  const std::uint64_t batch = positive(s.batch, "batch");
+
+  KvFootprint f;
+  const std::uint64_t elements = checked_mul(kv_heads, head_dim, "KV row size");
+  f.k_bytes_per_token_layer = checked_mul(elements, kv_element_bytes(s.dtype), "KV row bytes");
+  f.v_bytes_per_token_layer = f.k_bytes_per_token_layer;
+  f.scale_bytes_per_token_layer = kv_has_scales(s.dtype) ? 2 * kv_heads * sizeof(float) : 0;
+  f.bytes_per_token_layer = checked_add(
+      checked_mul(f.k_bytes_per_token_layer, 2, "KV bytes per token"),
+      f.scale_bytes_per_token_layer, "KV bytes per token");
+  f.bytes_per_token = checked_mul(f.bytes_per_token_layer, layers, "KV bytes per token");
+
+  const std::uint64_t sequences = checked_mul(tokens, batch, "tokens × batch");
+  f.bytes_per_layer = checked_mul(f.bytes_per_token_layer, sequences, "KV bytes per layer");
+  const std::uint64_t token_layers = checked_mul(sequences, layers, "tokens × batch × layers");
+  f.k_bytes = checked_mul(f.k_bytes_per_token_layer, token_layers, "K bytes");
+  f.v_bytes = checked_mul(f.v_bytes_per_token_layer, token_layers, "V bytes");
+  f.scale_bytes = checked_mul(f.scale_bytes_per_token_layer, token_layers, "scale bytes");
+  f.total_bytes = checked_add(checked_add(f.k_bytes, f.v_bytes, "KV bytes"), f.scale_bytes,
+                              "KV bytes");
+  return f;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,36 @@
+#pragma once
+// How many bytes a KV cache takes: the arithmetic behind `kvscope size`.
+#include <cstdint>
+
+#include "kernels/kv_dtype.hpp"
+
+namespace kvscope {
+
+struct KvShape {
+  std::int64_t n_kv_heads = 32;
+  std::int64_t head_dim = 128;
+  std::int64_t tokens = 2000;
+  std::int64_t layers = 1;
+  std::int64_t batch = 1;
+  KvDtype dtype = KvDtype::f32;
+};
+
+// Byte counts of a cache; totals are over all layers and sequences of the batch.
+struct KvFootprint {
+  std::uint64_t k_bytes_per_token_layer = 0;      // n_kv_heads × head_dim × element bytes
+  std::uint64_t v_bytes_per_token_layer = 0;
+  std::uint64_t scale_bytes_per_token_layer = 0;  // int8: 2 × n_kv_heads × 4 (K and V scales)
+  std::uint64_t bytes_per_token_layer = 0;        // K + V + scales for one token in one layer
+  std::uint64_t bytes_per_token = 0;              // over all layers
+  std::uint64_t bytes_per_layer = 0;              // tokens × batch, one layer
+  std::uint64_t k_bytes = 0;                      // totals
+  std::uint64_t v_bytes = 0;
+  std::uint64_t scale_bytes = 0;
+  std::uint64_t total_bytes = 0;
+};
+
+// Throws std::invalid_argument for a size below 1 (naming it) and std::overflow_error when
+// a count does not fit in 64 bits.
+KvFootprint kv_footprint(const KvShape& shape);
+
+}  // namespace kvscope

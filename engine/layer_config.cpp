@@ -1,0 +1,74 @@
+#include "engine/layer_config.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/checked_math.hpp"
+#include "engine/kv_footprint.hpp"
+
+namespace kvscope {
+namespace {
+
+std::size_t positive(std::int64_t value, const char* name) {
+  if (value < 1) {
+    throw std::invalid_argument(std::string(name) + " must be at least 1, got " +
+                                std::to_string(value));
+  }
+  return static_cast<std::size_t>(value);
+}
+
+float positive_finite(double value, const char* name) {
+  if (!(value > 0.0) || !std::isfinite(static_cast<float>(value))) {
+    throw std::invalid_argument(std::string(name) + " must be a positive finite number, got " +
+                                std::to_string(value));
+  }
+  return static_cast<float>(value);
+}
+
+}  // namespace
+
+LayerConfig::LayerConfig(const LayerShape& s)
+    : hidden_size_(positive(s.hidden_size, "hidden_size")),
+      n_heads_(positive(s.n_heads, "n_heads")),
+      n_kv_heads_(positive(s.n_kv_heads, "n_kv_heads")),
+      head_dim_(positive(s.head_dim, "head_dim")),
+      ffn_size_(positive(s.ffn_size, "ffn_size")),
+      capacity_(positive(s.capacity, "capacity")),
+      rms_norm_eps_(positive_finite(s.rms_norm_eps, "rms_norm_eps")),
+      rope_theta_(positive_finite(s.rope_theta, "rope_theta")) {
+  if (n_heads_ % n_kv_heads_ != 0) {
+    throw std::invalid_argument("n_heads (" + std::to_string(n_heads_) +
+                                ") must be a multiple of n_kv_heads (" +
+                                std::to_string(n_kv_heads_) + ")");
+  }
+  if (head_dim_ % 2 != 0) {
+    throw std::invalid_argument("head_dim must be even for rotate-half RoPE, got " +
+                                std::to_string(head_dim_));
+  }
+  // Evaluate every byte count once so overflow is reported here, not mid-computation.
+  for (KvDtype t : {KvDtype::f32, KvDtype::int8}) (void)kv_cache_bytes(t);
+  (void)weight_bytes();
+}
+
+std::uint64_t LayerConfig::kv_cache_bytes(KvDtype dtype) const {
+  return kv_footprint({.n_kv_heads = static_cast<std::int64_t>(n_kv_heads_),
+                       .head_dim = static_cast<std::int64_t>(head_dim_),
+                       .tokens = static_cast<std::int64_t>(capacity_),
+                       .dtype = dtype})
+      .total_bytes;
+}
+
+std::uint64_t LayerConfig::weight_bytes() const {
+  const std::uint64_t q = checked_mul(hidden_size_, q_width(), "W_Q size");
+  const std::uint64_t kv = checked_mul(hidden_size_, kv_width(), "W_K size");
+  const std::uint64_t mlp = checked_mul(checked_mul(hidden_size_, ffn_size_, "MLP size"), 3,
+                                        "MLP size");
+  std::uint64_t elements = checked_add(checked_mul(q, 2, "W_Q + W_O"), checked_mul(kv, 2, "W_K + W_V"),
+                                       "attention weights");
+  elements = checked_add(elements, mlp, "layer weights");
+  elements = checked_add(elements, 2 * hidden_size_, "layer weights");
+  return checked_mul(elements, sizeof(float), "layer weight bytes");
+}
+
+}  // namespace kvscope

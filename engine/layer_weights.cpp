@@ -1,0 +1,65 @@
+#include "engine/layer_weights.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace kvscope {
+
+void fill_uniform(std::vector<float>& out, std::uint64_t seed, float lo, float hi) {
+  std::uint64_t state = seed;
+  for (float& x : out) {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);  // splitmix64
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const float unit = static_cast<float>(z >> 40) * 0x1p-24f;  // [0, 1)
+    x = lo + (hi - lo) * unit;
+  }
+}
+
+LayerWeights LayerWeights::random(const LayerConfig& c, std::uint64_t seed) {
+  const std::size_t hidden = c.hidden_size();
+  LayerWeights w;
+  std::uint64_t stream = seed * 1000003ull;
+  auto projection = [&](std::vector<float>& m, std::size_t out, std::size_t in) {
+    m.resize(out * in);
+    const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+    fill_uniform(m, ++stream, -bound, bound);
+  };
+  projection(w.wq, c.q_width(), hidden);
+  projection(w.wk, c.kv_width(), hidden);
+  projection(w.wv, c.kv_width(), hidden);
+  projection(w.wo, hidden, c.q_width());
+  projection(w.w_gate, c.ffn_size(), hidden);
+  projection(w.w_up, c.ffn_size(), hidden);
+  projection(w.w_down, hidden, c.ffn_size());
+  w.attn_norm.resize(hidden);
+  w.mlp_norm.resize(hidden);
+  fill_uniform(w.attn_norm, ++stream, 0.9f, 1.1f);
+  fill_uniform(w.mlp_norm, ++stream, 0.9f, 1.1f);
+  return w;
+}
+
+void LayerWeights::check_shapes(const LayerConfig& c) const {
+  const std::size_t hidden = c.hidden_size();
+  auto expect = [](const std::vector<float>& m, std::size_t rows, std::size_t cols,
+                   const char* name) {
+    if (m.size() != rows * cols) {
+      throw std::invalid_argument(std::string("weight ") + name + " has " +
+                                  std::to_string(m.size()) + " elements, expected " +
+                                  std::to_string(rows) + " × " + std::to_string(cols));
+    }
+  };
+  expect(wq, c.q_width(), hidden, "wq");
+  expect(wk, c.kv_width(), hidden, "wk");
+  expect(wv, c.kv_width(), hidden, "wv");
+  expect(wo, hidden, c.q_width(), "wo");
+  expect(w_gate, c.ffn_size(), hidden, "w_gate");
+  expect(w_up, c.ffn_size(), hidden, "w_up");
+  expect(w_down, hidden, c.ffn_size(), "w_down");
+  expect(attn_norm, 1, hidden, "attn_norm");
+  expect(mlp_norm, 1, hidden, "mlp_norm");
+}
+
+}  // namespace kvscope

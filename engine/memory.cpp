@@ -1,0 +1,63 @@
+#include "engine/memory.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace kvscope {
+namespace {
+
+std::string gib(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
+  return text;
+}
+
+}  // namespace
+
+std::uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return UINT64_MAX;  // unknown: do not refuse
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+}
+
+void require_memory(std::uint64_t bytes, std::string_view what) {
+  const std::uint64_t available = physical_memory_bytes();
+  if (bytes > available) {
+    throw std::length_error(std::string(what) + " needs " + gib(bytes) + " (" +
+                            std::to_string(bytes) + " bytes) but this machine has " +
+                            gib(available) + " of memory");
+  }
+}
+
+void FreeDeleter::operator()(void* p) const noexcept { std::free(p); }
+
+AlignedBuffer::AlignedBuffer(std::size_t bytes, std::string_view what)
+    : bytes_(round_up_to_cache_line(bytes)) {
+  if (bytes_ < bytes) throw std::length_error(std::string(what) + " size overflows");
+  require_memory(bytes_, what);
+  if (bytes_ == 0) return;
+  data_.reset(static_cast<std::byte*>(std::aligned_alloc(kCacheLineBytes, bytes_)));
+  if (!data_) throw std::bad_alloc();
+  std::memset(data_.get(), 0, bytes_);
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  const std::string plain = std::to_string(bytes);
+  std::string digits;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    if (i > 0 && (plain.size() - i) % 3 == 0) digits += ',';
+    digits += plain[i];
+  }
+  char mib[48];
+  std::snprintf(mib, sizeof mib, " bytes (%.2f MiB)", static_cast<double>(bytes) / (1 << 20));
+  return digits + mib;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,58 @@
+#include "kernels/isa.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace kvscope {
+
+std::string_view to_string(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::sse2: return "sse2";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+Isa parse_isa(std::string_view name) {
+  for (Isa isa : {Isa::scalar, Isa::sse2, Isa::avx2, Isa::avx512}) {
+    if (name == to_string(isa)) return isa;
+  }
+  throw std::invalid_argument("unknown ISA '" + std::string(name) +
+                              "' (expected scalar, sse2, avx2 or avx512)");
+}
+
+bool cpu_supports(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return true;
+    case Isa::sse2: return __builtin_cpu_supports("sse2");
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
+  }
+  return false;
+}
+
+Isa best_isa() {
+  for (Isa isa : {Isa::avx512, Isa::avx2, Isa::sse2}) {
+    if (cpu_supports(isa)) return isa;
+  }
+  return Isa::scalar;
+}
+
+Isa select_isa(std::string_view requested) {
+  std::string_view name = requested;
+  const char* env = std::getenv("KVSCOPE_ISA");
+  if (name.empty() && env != nullptr && *env != '\0') name = env;
+  if (name.empty()) return best_isa();
+  const Isa isa = parse_isa(name);
+  if (!cpu_supports(isa)) {
+    throw std::invalid_argument("ISA '" + std::string(name) + "' is not supported by this CPU");
+  }
+  return isa;
+}
+
+}  // namespace kvscope

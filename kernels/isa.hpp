@@ -1,0 +1,25 @@
+#pragma once
+// The instruction sets an attention call can run on, and how one is chosen.
+#include <string_view>
+
+namespace kvscope {
+
+// scalar is the plain-loop reference; the others are xsimd instantiations.
+enum class Isa { scalar, sse2, avx2, avx512 };
+
+std::string_view to_string(Isa isa);
+
+// Parses "scalar", "sse2", "avx2" or "avx512"; throws std::invalid_argument naming the value.
+Isa parse_isa(std::string_view name);
+
+// Whether this CPU can run code built for `isa`.
+bool cpu_supports(Isa isa);
+
+// The fastest ISA this CPU supports.
+Isa best_isa();
+
+// `requested` if non-empty, else $KVSCOPE_ISA if set, else best_isa(). Throws
+// std::invalid_argument for an unknown name or an ISA this CPU lacks.
+Isa select_isa(std::string_view requested = {});
+
+}  // namespace kvscope

@@ -1,0 +1,58 @@
+#include "kernels/ref/layer_ops_ref.hpp"
+
+#include <cmath>
+
+namespace kvscope {
+
+void matmul_ref(const float* x, const float* w, std::size_t n, std::size_t in, std::size_t out,
+                float* y, int threads) {
+  const auto n_tasks = static_cast<long>(n * out);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long task = 0; task < n_tasks; ++task) {
+    const std::size_t r = static_cast<std::size_t>(task) / out;
+    const std::size_t c = static_cast<std::size_t>(task) % out;
+    const float* xr = x + r * in;
+    const float* wc = w + c * in;
+    float acc = 0.0f;
+    for (std::size_t k = 0; k < in; ++k) acc += xr[k] * wc[k];
+    y[r * out + c] = acc;
+  }
+}
+
+void rmsnorm_ref(const float* x, const float* weight, std::size_t n, std::size_t width, float eps,
+                 float* y) {
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* xr = x + r * width;
+    float sum_sq = 0.0f;
+    for (std::size_t i = 0; i < width; ++i) sum_sq += xr[i] * xr[i];
+    const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(width) + eps);
+    for (std::size_t i = 0; i < width; ++i) y[r * width + i] = xr[i] * inv_rms * weight[i];
+  }
+}
+
+void rope_ref(float* x, std::size_t n_heads, std::size_t head_dim, std::size_t pos, float theta) {
+  const std::size_t half = head_dim / 2;
+  for (std::size_t i = 0; i < half; ++i) {
+    // Angles in double: pos · freq reaches 1e5 radians at long contexts, where f32 drifts.
+    const double freq = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    const double angle = static_cast<double>(pos) * freq;
+    const auto c = static_cast<float>(std::cos(angle));
+    const auto s = static_cast<float>(std::sin(angle));
+    for (std::size_t h = 0; h < n_heads; ++h) {
+      float* v = x + h * head_dim;
+      const float x1 = v[i];
+      const float x2 = v[i + half];
+      v[i] = x1 * c - x2 * s;
+      v[i + half] = x2 * c + x1 * s;
+    }
+  }
+}
+
+void swiglu_ref(float* gate, const float* up, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+}  // namespace kvscope

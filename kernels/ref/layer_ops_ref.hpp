@@ -1,0 +1,23 @@
+#pragma once
+// Scalar reference operations of a Llama-style decoder layer, besides attention.
+#include <cstddef>
+
+namespace kvscope {
+
+// y[n × out] = x[n × in] · Wᵀ with W stored [out × in] row-major (Hugging Face layout).
+void matmul_ref(const float* x, const float* w, std::size_t n, std::size_t in, std::size_t out,
+                float* y, int threads);
+
+// y = x / sqrt(mean(x²) + eps) ⊙ weight, for each of n rows of `width`.
+void rmsnorm_ref(const float* x, const float* weight, std::size_t n, std::size_t width, float eps,
+                 float* y);
+
+// Rotary position embedding, Hugging Face rotate-half convention, in place on n_heads
+// vectors of head_dim at position `pos`: pairs (i, i + head_dim/2) are rotated by
+// pos · theta^(−2i/head_dim).
+void rope_ref(float* x, std::size_t n_heads, std::size_t head_dim, std::size_t pos, float theta);
+
+// SwiGLU gate: gate[i] ← silu(gate[i]) · up[i], silu(z) = z / (1 + e^−z).
+void swiglu_ref(float* gate, const float* up, std::size_t n);
+
+}  // namespace kvscope
