@@ -18,6 +18,12 @@ std::uint64_t positive(std::int64_t value, const char* name) {
 
 }  // namespace
 
+std::string attention_variant(std::int64_t n_heads, std::int64_t n_kv_heads) {
+  if (n_kv_heads == n_heads) return "MHA";
+  if (n_kv_heads == 1) return "MQA";
+  return "GQA-" + std::to_string(n_kv_heads);
+}
+
 KvFootprint kv_footprint(const KvShape& s) {
   const std::uint64_t kv_heads = positive(s.n_kv_heads, "kv heads");
   const std::uint64_t head_dim = positive(s.head_dim, "head_dim");

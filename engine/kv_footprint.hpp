@@ -1,6 +1,7 @@
 #pragma once
 // How many bytes a KV cache takes: the arithmetic behind `kvscope size`.
 #include <cstdint>
+#include <string>
 
 #include "kernels/kv_dtype.hpp"
 
@@ -28,6 +29,10 @@ struct KvFootprint {
   std::uint64_t scale_bytes = 0;
   std::uint64_t total_bytes = 0;
 };
+
+// "MHA" when every query head has its own kv head, "MQA" for one shared kv head,
+// otherwise "GQA-<n_kv_heads>".
+std::string attention_variant(std::int64_t n_heads, std::int64_t n_kv_heads);
 
 // Throws std::invalid_argument for a size below 1 (naming it) and std::overflow_error when
 // a count does not fit in 64 bits.

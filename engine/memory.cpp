@@ -48,16 +48,20 @@ AlignedBuffer::AlignedBuffer(std::size_t bytes, std::string_view what)
   std::memset(data_.get(), 0, bytes_);
 }
 
-std::string format_bytes(std::uint64_t bytes) {
-  const std::string plain = std::to_string(bytes);
-  std::string digits;
+std::string with_commas(std::uint64_t n) {
+  const std::string plain = std::to_string(n);
+  std::string out;
   for (std::size_t i = 0; i < plain.size(); ++i) {
-    if (i > 0 && (plain.size() - i) % 3 == 0) digits += ',';
-    digits += plain[i];
+    if (i > 0 && (plain.size() - i) % 3 == 0) out += ',';
+    out += plain[i];
   }
+  return out;
+}
+
+std::string format_bytes(std::uint64_t bytes) {
   char mib[48];
   std::snprintf(mib, sizeof mib, " bytes (%.2f MiB)", static_cast<double>(bytes) / (1 << 20));
-  return digits + mib;
+  return with_commas(bytes) + mib;
 }
 
 }  // namespace kvscope

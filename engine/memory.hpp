@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace kvscope {
@@ -45,6 +46,9 @@ class AlignedBuffer {
   std::unique_ptr<std::byte, FreeDeleter> data_;
   std::size_t bytes_ = 0;
 };
+
+// "65,536,000"
+std::string with_commas(std::uint64_t n);
 
 // Formats a byte count as "65,536,000 bytes (62.50 MiB)".
 std::string format_bytes(std::uint64_t bytes);

@@ -1,0 +1,75 @@
+#include "engine/decode_timing.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "engine/kv_cache.hpp"
+#include "engine/kv_footprint.hpp"
+#include "engine/layer_config.hpp"
+#include "engine/layer_weights.hpp"
+#include "kernels/attention.hpp"
+
+namespace kvscope {
+
+double median(std::vector<double> values) {
+  if (values.empty()) throw std::invalid_argument("median of no values");
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  return (upper + *std::max_element(values.begin(), values.begin() + mid)) / 2;
+}
+
+DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
+  // LayerConfig validates the attention shape (sizes ≥ 1, heads divide, bytes fit).
+  const LayerConfig config({.hidden_size = 1, .n_heads = r.n_heads, .n_kv_heads = r.n_kv_heads,
+                            .head_dim = r.head_dim, .ffn_size = 1, .capacity = r.tokens});
+  if (r.steps < 1) throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
+  if (r.threads < 1) {
+    throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
+  }
+  if (!(r.duration_s >= 0.0)) {
+    throw std::invalid_argument("duration must be 0 or more seconds, got " + std::to_string(r.duration_s));
+  }
+  KvCache cache(config, r.kv_dtype);
+
+  // Fill in chunks so the f32 staging rows stay small whatever the cache length.
+  const std::size_t chunk = 256;
+  std::vector<float> k, v;
+  for (std::size_t done = 0; done < config.capacity(); done += chunk) {
+    const std::size_t n = std::min(chunk, config.capacity() - done);
+    k.resize(n * config.kv_width());
+    v.resize(k.size());
+    fill_uniform(k, r.seed * 2 + done, -1.0f, 1.0f);
+    fill_uniform(v, r.seed * 2 + done + 1, -1.0f, 1.0f);
+    cache.append(k.data(), v.data(), n);
+  }
+  std::vector<float> q(config.q_width()), out(config.q_width());
+  fill_uniform(q, r.seed ^ 0x5eedull, -1.0f, 1.0f);
+  const AttentionProblem problem{.q = q.data(), .n_queries = 1, .first_pos = config.capacity() - 1,
+                                 .n_heads = config.n_heads(), .kv = cache.view(), .out = out.data()};
+
+  for (int i = 0; i < r.warmup_steps; ++i) attend(problem, r.isa, r.threads);
+  DecodeTiming t;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  while (static_cast<int>(t.step_seconds.size()) < r.steps ||
+         std::chrono::duration<double>(clock::now() - start).count() < r.duration_s) {
+    const auto before = clock::now();
+    attend(problem, r.isa, r.threads);
+    t.step_seconds.push_back(std::chrono::duration<double>(clock::now() - before).count());
+  }
+  t.median_s = median(t.step_seconds);
+  t.min_s = *std::min_element(t.step_seconds.begin(), t.step_seconds.end());
+  t.max_s = *std::max_element(t.step_seconds.begin(), t.step_seconds.end());
+  t.bytes_read_per_step = kv_footprint({.n_kv_heads = r.n_kv_heads, .head_dim = r.head_dim,
+                                        .tokens = r.tokens, .dtype = r.kv_dtype})
+                              .total_bytes;
+  t.tokens_per_s = 1.0 / t.median_s;
+  t.gbps = static_cast<double>(t.bytes_read_per_step) / t.median_s / 1e9;
+  return t;
+}
+
+}  // namespace kvscope

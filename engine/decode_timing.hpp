@@ -1,0 +1,42 @@
+#pragma once
+// Times decode-step attention over a filled KV cache: the measurement behind `kvscope decode`.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/isa.hpp"
+#include "kernels/kv_dtype.hpp"
+
+namespace kvscope {
+
+struct DecodeTimingRequest {
+  std::int64_t n_heads = 32;
+  std::int64_t n_kv_heads = 32;
+  std::int64_t head_dim = 128;
+  std::int64_t tokens = 2000;  // cache length; the query sits at the last position
+  KvDtype kv_dtype = KvDtype::f32;
+  Isa isa = Isa::scalar;
+  int threads = 1;
+  int warmup_steps = 2;        // run first, not timed
+  int steps = 20;              // timed steps (at least this many)
+  double duration_s = 0.0;     // if > 0, keep stepping until this many seconds have passed
+  std::uint64_t seed = 1;
+};
+
+struct DecodeTiming {
+  std::vector<double> step_seconds;  // every timed step, in order
+  double median_s = 0, min_s = 0, max_s = 0;
+  std::uint64_t bytes_read_per_step = 0;  // K, V (and int8 scales) of every cached token
+  double tokens_per_s = 0;                // 1 / median
+  double gbps = 0;                        // bytes_read_per_step / median / 1e9
+};
+
+// Fills a cache of `tokens` random K/V rows (seeded), then times one-query attention steps
+// (all heads; scores over the whole cache, softmax, AV). Throws std::invalid_argument for
+// sizes below 1, heads that do not divide, or steps < 1; std::length_error when the
+// cache cannot fit in memory.
+DecodeTiming time_attention_decode(const DecodeTimingRequest& request);
+
+// Median of a non-empty sample (mean of the middle two for even sizes).
+double median(std::vector<double> values);
+
+}  // namespace kvscope

@@ -1,0 +1,30 @@
+#include "engine/model_presets.hpp"
+
+#include <array>
+#include <stdexcept>
+#include <string>
+
+namespace kvscope {
+
+std::span<const ModelPreset> model_presets() {
+  static constexpr std::array<ModelPreset, 5> kPresets{{
+      {"llama-2-7b", 32, 32, 128, 32, 4096, 11008},
+      {"llama-3-8b", 32, 8, 128, 32, 4096, 14336},
+      {"mistral-7b", 32, 8, 128, 32, 4096, 14336},
+      {"tinyllama-1.1b", 32, 4, 64, 22, 2048, 5632},
+      {"falcon-7b", 71, 1, 64, 32, 4544, 18176},
+  }};
+  return kPresets;
+}
+
+const ModelPreset& find_model_preset(std::string_view name) {
+  std::string known;
+  for (const ModelPreset& p : model_presets()) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + std::string(p.name);
+  }
+  throw std::invalid_argument("unknown model preset '" + std::string(name) + "' (known: " +
+                              known + ")");
+}
+
+}  // namespace kvscope

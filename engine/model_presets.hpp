@@ -1,0 +1,20 @@
+#pragma once
+// Attention and layer shapes of well-known models, for `--model PRESET`.
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace kvscope {
+
+struct ModelPreset {
+  std::string_view name;
+  std::int64_t n_heads, n_kv_heads, head_dim, n_layers, hidden_size, ffn_size;
+};
+
+// llama-2-7b, llama-3-8b, mistral-7b, tinyllama-1.1b, falcon-7b (from their config.json).
+std::span<const ModelPreset> model_presets();
+
+// Throws std::invalid_argument listing the known names when `name` is not one.
+const ModelPreset& find_model_preset(std::string_view name);
+
+}  // namespace kvscope

@@ -1,0 +1,61 @@
+#include "tools/cli_support.hpp"
+
+#include <omp.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "engine/model_presets.hpp"
+
+namespace kvscope::cli {
+
+void AttentionShapeFlags::add_to(CLI::App& app, bool with_layers) {
+  app.add_option("--heads", heads, "query heads")->capture_default_str();
+  app.add_option("--kv-heads", kv_heads, "kv heads (default: --heads; 1 = MQA)");
+  app.add_option("--d-head", d_head, "head size d_head")->capture_default_str();
+  app.add_option("--tokens", tokens, "tokens in the cache")->capture_default_str();
+  if (with_layers) app.add_option("--layers", layers, "decoder layers")->capture_default_str();
+  std::string names;
+  for (const ModelPreset& p : model_presets()) names += (names.empty() ? "" : " | ") + std::string(p.name);
+  app.add_option("--model", model, "model preset: " + names);
+}
+
+void AttentionShapeFlags::resolve(const CLI::App& app) {
+  if (!model.empty()) {
+    const ModelPreset& p = find_model_preset(model);
+    if (app.count("--heads") == 0) heads = p.n_heads;
+    if (app.count("--kv-heads") == 0) kv_heads = p.n_kv_heads;
+    if (app.count("--d-head") == 0) d_head = p.head_dim;
+    if (app.count("--layers") == 0) layers = p.n_layers;
+  }
+  if (app.count("--kv-heads") == 0 && model.empty()) kv_heads = heads;
+}
+
+void ComputeFlags::add_to(CLI::App& app) {
+  threads_option = app.add_option("--threads", threads, "OpenMP threads (default: all cores)");
+  app.add_option("--isa", isa, "scalar | sse2 | avx2 | avx512 (default: $KVSCOPE_ISA or the best)");
+}
+
+int ComputeFlags::resolved_threads() const {
+  if (threads_option == nullptr || threads_option->count() == 0) return omp_get_max_threads();
+  if (threads < 1) {
+    throw std::invalid_argument("--threads must be at least 1, got " + std::to_string(threads));
+  }
+  return threads;
+}
+
+void add_kv_dtype_flag(CLI::App& app, KvDtype& dtype) {
+  app.add_option_function<std::string>(
+         "--kv-dtype", [&dtype](const std::string& name) { dtype = parse_kv_dtype(name); },
+         "KV cache element type: f32 | f16 | bf16 | int8 (default f32)");
+}
+
+std::string format_seconds(double s) {
+  char text[32];
+  if (s >= 1.0) std::snprintf(text, sizeof text, "%.3f s", s);
+  else if (s >= 1e-3) std::snprintf(text, sizeof text, "%.3f ms", s * 1e3);
+  else std::snprintf(text, sizeof text, "%.2f µs", s * 1e6);
+  return text;
+}
+
+}  // namespace kvscope::cli

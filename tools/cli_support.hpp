@@ -1,0 +1,46 @@
+#pragma once
+// Flags and formatting shared by the kvscope subcommands.
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "engine/layer_config.hpp"
+#include "kernels/isa.hpp"
+#include "kernels/kv_dtype.hpp"
+
+namespace kvscope::cli {
+
+// --heads, --kv-heads (default: --heads), --d-head, --tokens and --model PRESET (which fills
+// the first three; explicit flags win). Values are checked later by the engine, so a bad one
+// gets the engine's message naming it.
+struct AttentionShapeFlags {
+  std::int64_t heads = 32;
+  std::int64_t kv_heads = 0;
+  std::int64_t d_head = 128;
+  std::int64_t tokens = 2000;
+  std::int64_t layers = 1;
+  std::string model;
+
+  void add_to(CLI::App& app, bool with_layers);
+  // Applies --model and the --kv-heads default; call from the subcommand's callback.
+  void resolve(const CLI::App& app);
+};
+
+// --threads (default: OpenMP's maximum), --isa (default: $KVSCOPE_ISA or the best).
+struct ComputeFlags {
+  int threads = 0;
+  std::string isa;
+  CLI::Option* threads_option = nullptr;
+
+  void add_to(CLI::App& app);
+  int resolved_threads() const;  // throws for < 1
+  Isa resolved_isa() const { return select_isa(isa); }
+};
+
+// Adds --kv-dtype f32|f16|bf16|int8 bound to `dtype`.
+void add_kv_dtype_flag(CLI::App& app, KvDtype& dtype);
+
+// "1.234 ms" style: picks s, ms or µs.
+std::string format_seconds(double seconds);
+
+}  // namespace kvscope::cli

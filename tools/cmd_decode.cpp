@@ -1,0 +1,91 @@
+// `kvscope decode`: time decode-step attention over a filled KV cache.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "engine/decode_timing.hpp"
+#include "engine/kv_footprint.hpp"
+#include "engine/memory.hpp"
+#include "tools/cli_support.hpp"
+#include "tools/commands.hpp"
+
+namespace kvscope::cli {
+namespace {
+
+struct DecodeFlags {
+  AttentionShapeFlags shape;
+  ComputeFlags compute;
+  KvDtype dtype = KvDtype::f32;
+  int steps = 20;
+  double duration = 0.0;
+  bool json = false;
+};
+
+}  // namespace
+
+nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t) {
+  return {{"variant", attention_variant(r.n_heads, r.n_kv_heads)},
+          {"n_heads", r.n_heads},
+          {"n_kv_heads", r.n_kv_heads},
+          {"head_dim", r.head_dim},
+          {"tokens", r.tokens},
+          {"kv_dtype", to_string(r.kv_dtype)},
+          {"isa", to_string(r.isa)},
+          {"threads", r.threads},
+          {"steps", t.step_seconds.size()},
+          {"attn_seconds_median", t.median_s},
+          {"attn_seconds_min", t.min_s},
+          {"attn_seconds_max", t.max_s},
+          {"attn_tokens_per_s", t.tokens_per_s},
+          {"bytes_read_per_step", t.bytes_read_per_step},
+          {"attn_gbps", t.gbps}};
+}
+
+void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t) {
+  std::printf("decode attention: %lld heads, %lld kv heads (%s), d_head %lld, %s tokens, %s cache, "
+              "isa %s, %d thread%s\n",
+              static_cast<long long>(r.n_heads), static_cast<long long>(r.n_kv_heads),
+              attention_variant(r.n_heads, r.n_kv_heads).c_str(), static_cast<long long>(r.head_dim),
+              with_commas(r.tokens).c_str(), std::string(to_string(r.kv_dtype)).c_str(),
+              std::string(to_string(r.isa)).c_str(), r.threads, r.threads == 1 ? "" : "s");
+  std::printf("  cache read per step  %s\n", format_bytes(t.bytes_read_per_step).c_str());
+  std::printf("  step time            median %s (min %s, max %s) over %zu steps after %d warm-up\n",
+              format_seconds(t.median_s).c_str(), format_seconds(t.min_s).c_str(),
+              format_seconds(t.max_s).c_str(), t.step_seconds.size(), r.warmup_steps);
+  std::printf("  throughput           %.1f tokens/s, %.2f GB/s of cache read\n", t.tokens_per_s,
+              t.gbps);
+}
+
+void add_decode_command(CLI::App& app) {
+  auto flags = std::make_shared<DecodeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "decode", "time decode-step attention (one query per head) over a filled KV cache");
+  flags->shape.add_to(*cmd, /*with_layers=*/false);
+  flags->compute.add_to(*cmd);
+  add_kv_dtype_flag(*cmd, flags->dtype);
+  cmd->add_option("--steps", flags->steps, "timed steps after warm-up")->capture_default_str();
+  cmd->add_option("--duration", flags->duration,
+                  "keep stepping for this many seconds (for perf record)");
+  cmd->add_flag("--json", flags->json, "print a JSON object");
+  cmd->callback([flags, cmd] {
+    flags->shape.resolve(*cmd);
+    const DecodeTimingRequest request{.n_heads = flags->shape.heads,
+                                      .n_kv_heads = flags->shape.kv_heads,
+                                      .head_dim = flags->shape.d_head,
+                                      .tokens = flags->shape.tokens,
+                                      .kv_dtype = flags->dtype,
+                                      .isa = flags->compute.resolved_isa(),
+                                      .threads = flags->compute.resolved_threads(),
+                                      .steps = flags->steps,
+                                      .duration_s = flags->duration};
+    const DecodeTiming timing = time_attention_decode(request);
+    if (flags->json) {
+      std::cout << decode_json(request, timing).dump(2) << "\n";
+    } else {
+      print_decode(request, timing);
+    }
+  });
+}
+
+}  // namespace kvscope::cli
