@@ -124,11 +124,16 @@ void add_trace_command(CLI::App& app) {
                   "0-based position of the query; later keys are masked (default: all visible)");
   cmd->add_flag("--json", flags->json, "print a JSON object");
   cmd->callback([flags, cmd] {
+    const bool lesson = cmd->count("--query") + cmd->count("--key") + cmd->count("--value") == 0;
+    if (!lesson && (cmd->count("--query") == 0 || cmd->count("--key") == 0 ||
+                    cmd->count("--value") == 0)) {
+      throw std::invalid_argument(
+          "a custom example needs --query, --key and --value together (one --value per --key)");
+    }
     TraceInput in;
     in.query = parse_vector(flags->query, "--query");
     for (const auto& k : flags->keys) in.keys.push_back(parse_vector(k, "--key"));
     for (const auto& v : flags->values) in.values.push_back(parse_vector(v, "--value"));
-    const bool lesson = cmd->count("--query") + cmd->count("--key") + cmd->count("--value") == 0;
     if (cmd->count("--d-head") > 0) {
       in.d_head = flags->d_head;
     } else if (lesson) {

@@ -1,0 +1,143 @@
+#include "engine/kv_cache.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "engine/layer_weights.hpp"
+#include "kernels/ref/kv_row_ref.hpp"
+
+namespace kvscope {
+namespace {
+
+bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
+
+std::vector<float> random_rows(std::size_t n, std::uint64_t seed) {
+  std::vector<float> v(n);
+  fill_uniform(v, seed, -2.0f, 2.0f);
+  return v;
+}
+
+std::vector<float> stored_k(const KvCache& cache, std::size_t h, std::size_t pos) {
+  const KvView view = cache.view();
+  std::vector<float> row(view.head_dim);
+  decode_row_ref(view.dtype, view.k_row(h, pos), view.k_row_scale(h, pos), view.head_dim,
+                 row.data());
+  return row;
+}
+
+TEST(KvCache, HeadBlocksAre64ByteAlignedAndRowsInPositionOrder) {
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {
+    KvCache cache(3, 10, 7, dtype);  // odd sizes: blocks need padding to stay aligned
+    const KvView view = cache.view();
+    for (std::size_t h = 0; h < 3; ++h) {
+      EXPECT_TRUE(aligned64(view.k_row(h, 0))) << to_string(dtype);
+      EXPECT_TRUE(aligned64(view.v_row(h, 0))) << to_string(dtype);
+      EXPECT_EQ(view.k_row(h, 1) - view.k_row(h, 0),
+                static_cast<std::ptrdiff_t>(10 * kv_element_bytes(dtype)));
+    }
+    EXPECT_GE(view.head_stride_bytes, 7 * 10 * kv_element_bytes(dtype));
+  }
+}
+
+TEST(KvCache, F32StoresRowsExactlyPerHead) {
+  KvCache cache(2, 4, 5, KvDtype::f32);
+  const std::vector<float> k = random_rows(3 * 2 * 4, 1), v = random_rows(3 * 2 * 4, 2);
+  cache.append(k.data(), v.data(), 3);
+  EXPECT_EQ(cache.size(), 3u);
+  const KvView view = cache.view();
+  for (std::size_t pos = 0; pos < 3; ++pos) {
+    for (std::size_t h = 0; h < 2; ++h) {
+      const auto* krow = reinterpret_cast<const float*>(view.k_row(h, pos));
+      const auto* vrow = reinterpret_cast<const float*>(view.v_row(h, pos));
+      for (std::size_t j = 0; j < 4; ++j) {
+        EXPECT_EQ(krow[j], k[(pos * 2 + h) * 4 + j]);
+        EXPECT_EQ(vrow[j], v[(pos * 2 + h) * 4 + j]);
+      }
+    }
+  }
+}
+
+TEST(KvCache, AppendPastCapacityThrowsAndKeepsWhatIsStored) {
+  KvCache cache(1, 4, 3, KvDtype::f32);
+  const std::vector<float> k = random_rows(4 * 4, 3), v = random_rows(4 * 4, 4);
+  cache.append(k.data(), v.data(), 2);
+  const std::vector<float> before = stored_k(cache, 0, 1);
+  try {
+    cache.append(k.data(), v.data(), 2);
+    FAIL() << "appended past capacity";
+  } catch (const std::length_error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds 2 of 3 tokens"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(stored_k(cache, 0, 1), before);
+  cache.append(k.data(), v.data(), 1);  // exactly to capacity still works
+  EXPECT_EQ(cache.size(), 3u);
+}
+
+TEST(KvCache, RejectsZeroSizesAndImpossibleCapacity) {
+  EXPECT_THROW(KvCache(0, 4, 3, KvDtype::f32), std::invalid_argument);
+  EXPECT_THROW(KvCache(1, 0, 3, KvDtype::f32), std::invalid_argument);
+  EXPECT_THROW(KvCache(1, 4, 0, KvDtype::f32), std::invalid_argument);
+  try {
+    KvCache(32, 128, std::size_t{1} << 40, KvDtype::f32);
+    FAIL() << "allocated a cache larger than memory";
+  } catch (const std::length_error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs"), std::string::npos) << e.what();
+  }
+}
+
+// Round-trip error per element is bounded by the format's step: half an ulp of the
+// element for f16 (2^-11 relative) and bf16 (2^-8 relative), half a quantization step
+// (scale / 2 = absmax / 254) for int8.
+TEST(KvCache, ReducedPrecisionRoundTripWithinTheFormatStep) {
+  const std::size_t d = 64;
+  for (KvDtype dtype : {KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {
+    KvCache cache(2, d, 4, dtype);
+    const std::vector<float> k = random_rows(4 * 2 * d, 7), v = random_rows(4 * 2 * d, 8);
+    cache.append(k.data(), v.data(), 4);
+    for (std::size_t pos = 0; pos < 4; ++pos) {
+      for (std::size_t h = 0; h < 2; ++h) {
+        const float* src = k.data() + (pos * 2 + h) * d;
+        float absmax = 0;
+        for (std::size_t j = 0; j < d; ++j) absmax = std::max(absmax, std::fabs(src[j]));
+        const std::vector<float> got = stored_k(cache, h, pos);
+        for (std::size_t j = 0; j < d; ++j) {
+          const float bound = dtype == KvDtype::f16    ? std::fabs(src[j]) * 0x1p-11f + 0x1p-25f
+                              : dtype == KvDtype::bf16 ? std::fabs(src[j]) * 0x1p-8f
+                                                       : absmax / 254.0f * 1.0001f;
+          EXPECT_LE(std::fabs(got[j] - src[j]), bound) << to_string(dtype) << " j=" << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(KvCache, Int8AllZeroRowHasScaleZeroAndDecodesToZero) {
+  KvCache cache(1, 8, 2, KvDtype::int8);
+  const std::vector<float> zeros(8, 0.0f);
+  cache.append(zeros.data(), zeros.data(), 1);
+  EXPECT_EQ(cache.view().k_row_scale(0, 0), 0.0f);
+  for (float x : stored_k(cache, 0, 0)) {
+    EXPECT_EQ(x, 0.0f);
+    EXPECT_FALSE(std::isnan(x));
+  }
+}
+
+TEST(KvCache, Int8ScaleIsAbsmaxOver127AndExtremesAreExact) {
+  KvCache cache(1, 4, 1, KvDtype::int8);
+  const std::vector<float> k{-2.54f, 1.0f, 0.0f, 2.0f}, v{1, 1, 1, 1};
+  cache.append(k.data(), v.data(), 1);
+  EXPECT_FLOAT_EQ(cache.view().k_row_scale(0, 0), 2.54f / 127);
+  const auto* q = reinterpret_cast<const std::int8_t*>(cache.view().k_row(0, 0));
+  EXPECT_EQ(q[0], -127);
+  EXPECT_EQ(q[1], 50);
+  EXPECT_EQ(q[2], 0);
+  EXPECT_EQ(q[3], 100);
+}
+
+}  // namespace
+}  // namespace kvscope
