@@ -92,6 +92,10 @@ struct Shape {
   std::int64_t heads, kv_heads, head_dim;
 };
 
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << s.heads << " heads, " << s.kv_heads << " kv heads, d_head " << s.head_dim;
+}
+
 class DecoderLayerTest : public ::testing::TestWithParam<Shape> {
  protected:
   LayerConfig config(std::int64_t capacity) const {

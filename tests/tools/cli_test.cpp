@@ -1,0 +1,157 @@
+// The kvscope binary as a user runs it: outputs, JSON schemas, exit codes and error lines.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct CommandResult {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+CommandResult kvscope(const std::string& args) {
+  const char* bin = std::getenv("KVSCOPE_BIN");
+  const std::string command = std::string(bin ? bin : KVSCOPE_BIN_DEFAULT) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buffer;
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) out += buffer.data();
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+nlohmann::json json_of(const std::string& args) {
+  const CommandResult r = kvscope(args);
+  EXPECT_EQ(r.status, 0) << r.out;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(KvscopeSize, DefaultIs32HeadsX128X2000Tokens) {
+  const nlohmann::json j = json_of("size --json");
+  EXPECT_EQ(j["total_bytes"], 65536000);
+  EXPECT_EQ(j["k_bytes"], 32768000);
+  EXPECT_EQ(j["v_bytes"], 32768000);
+  EXPECT_EQ(j["scale_bytes"], 0);
+  EXPECT_EQ(j["bytes_per_token"], 32768);
+  const CommandResult text = kvscope("size");
+  EXPECT_NE(text.out.find("65,536,000 bytes (62.50 MiB)"), std::string::npos) << text.out;
+}
+
+TEST(KvscopeSize, Int8LayersBatchAndGqa) {
+  const nlohmann::json j =
+      json_of("size --json --kv-heads 8 --kv-dtype int8 --layers 2 --batch 3 --tokens 1000");
+  EXPECT_EQ(j["k_bytes"], 8 * 128 * 1000 * 2 * 3);
+  EXPECT_EQ(j["scale_bytes"], 2 * 8 * 4 * 1000 * 2 * 3);
+  EXPECT_EQ(j["total_bytes"], 2 * 8 * 128 * 1000 * 2 * 3 + 2 * 8 * 4 * 1000 * 2 * 3);
+  EXPECT_EQ(j["bytes_per_token"], (2 * 8 * 128 + 2 * 8 * 4) * 2);
+  EXPECT_EQ(j["variant"], "GQA-8");
+}
+
+TEST(KvscopeSize, ModelPresetsFillTheShapeAndFlagsOverride) {
+  nlohmann::json j = json_of("size --json --model llama-3-8b");
+  EXPECT_EQ(j["n_kv_heads"], 8);
+  EXPECT_EQ(j["layers"], 32);
+  EXPECT_EQ(j["total_bytes"], 2LL * 8 * 128 * 4 * 2000 * 32);
+  j = json_of("size --json --model falcon-7b");
+  EXPECT_EQ(j["n_heads"], 71);
+  EXPECT_EQ(j["variant"], "MQA");
+  EXPECT_EQ(j["head_dim"], 64);
+  j = json_of("size --json --model tinyllama-1.1b --layers 1");
+  EXPECT_EQ(j["layers"], 1);
+  EXPECT_EQ(j["n_kv_heads"], 4);
+  for (const char* name : {"llama-2-7b", "mistral-7b"}) {
+    EXPECT_EQ(json_of(std::string("size --json --model ") + name)["n_heads"], 32);
+  }
+}
+
+TEST(KvscopeTrace, LessonByDefault) {
+  const nlohmann::json j = json_of("trace --json");
+  EXPECT_EQ(j["raw_scores"], nlohmann::json({3.0, 2.0}));
+  EXPECT_EQ(j["scaled_scores"], nlohmann::json({1.5, 1.0}));
+  EXPECT_NEAR(j["weights"][0].get<double>(), 0.622, 5e-4);
+  EXPECT_NEAR(j["weights"][1].get<double>(), 0.378, 5e-4);
+  EXPECT_NEAR(j["output"][0].get<double>(), 0.622, 5e-4);
+  const CommandResult text = kvscope("trace");
+  for (const char* step : {"raw scores", "scaled", "causal mask", "softmax", "output",
+                           "62% of v1 and 38% of v2"}) {
+    EXPECT_NE(text.out.find(step), std::string::npos) << step << "\n" << text.out;
+  }
+}
+
+TEST(KvscopeTrace, PositionMasksLaterKeys) {
+  const nlohmann::json j = json_of("trace --json --position 0");
+  EXPECT_EQ(j["weights"], nlohmann::json({1.0, 0.0}));
+  EXPECT_EQ(j["output"], nlohmann::json({1.0, 0.0}));
+  EXPECT_TRUE(j["masked_scores"][1].is_null());  // −inf has no JSON number
+}
+
+TEST(KvscopeTrace, CustomVectorsNoScaleAndDHead) {
+  nlohmann::json j = json_of("trace --json --query 1,0,0 --key 1,0,0 --key 0,1,0 --value 5 "
+                             "--value 7 --no-scale");
+  EXPECT_EQ(j["scaled_scores"], nlohmann::json({1.0, 0.0}));
+  j = json_of("trace --json --query 2,1 --key 1,1 --key 0,2 --value 1,0 --value 0,1 --d-head 16");
+  EXPECT_EQ(j["scaled_scores"], nlohmann::json({0.75, 0.5}));
+}
+
+TEST(KvscopeDecode, JsonHasTheMeasurementFields) {
+  const nlohmann::json j = json_of(
+      "decode --json --heads 4 --kv-heads 1 --d-head 32 --tokens 100 --steps 3 --threads 1 "
+      "--kv-dtype bf16 --isa scalar");
+  for (const char* key : {"attn_seconds_median", "attn_tokens_per_s", "bytes_read_per_step",
+                          "attn_gbps", "isa", "kv_dtype", "threads"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["bytes_read_per_step"], 2 * 1 * 32 * 2 * 100);
+  EXPECT_EQ(j["isa"], "scalar");
+  EXPECT_EQ(j["kv_dtype"], "bf16");
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_EQ(j["steps"], 3);
+  EXPECT_GT(j["attn_tokens_per_s"].get<double>(), 0.0);
+}
+
+TEST(KvscopeCli, HelpForEverySubcommand) {
+  for (const char* command : {"--help", "size --help", "trace --help", "decode --help"}) {
+    const CommandResult r = kvscope(command);
+    EXPECT_EQ(r.status, 0) << command;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << command;
+  }
+}
+
+// Each bad input: non-zero exit and one line that names the problem.
+TEST(KvscopeCli, BadInputGivesOneClearLine) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"size --heads 32 --kv-heads 5", "multiple of --kv-heads (5)"},
+      {"size --tokens 0", "tokens must be at least 1, got 0"},
+      {"size --d-head -4", "head_dim must be at least 1, got -4"},
+      {"size --batch 0", "batch must be at least 1"},
+      {"size --kv-dtype q4", "unknown KV cache dtype 'q4'"},
+      {"size --model gpt-9", "unknown model preset 'gpt-9'"},
+      {"size --tokens 99999999999999 --layers 100000", "overflows 64 bits"},
+      {"size --tokens abc", "--tokens"},
+      {"size --frobnicate", "--frobnicate"},
+      {"nonsense", "nonsense"},
+      {"trace --query 1 --key 1,2 --value 1", "key 1 has 2 elements but the query has 1"},
+      {"trace --key 1,1", "needs --query, --key and --value together"},
+      {"trace --query 1,x --key 1,1 --value 1", "'x' is not a number"},
+      {"trace --d-head 0", "d_head must be at least 1, got 0"},
+      {"decode --isa avx9", "unknown ISA 'avx9'"},
+      {"decode --threads 0 --tokens 10", "--threads must be at least 1, got 0"},
+      {"decode --steps 0 --tokens 10", "steps must be at least 1, got 0"},
+      {"decode --heads 6 --kv-heads 4 --tokens 10", "multiple of n_kv_heads (4)"},
+      {"decode --tokens 100000000000", "needs"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CommandResult r = kvscope(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << " → " << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << " printed more than one line:\n" << r.out;
+  }
+}
+
+}  // namespace
