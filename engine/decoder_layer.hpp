@@ -36,6 +36,11 @@ class DecoderLayer {
   const KvCache& cache() const { return cache_; }
   void reset() { cache_.clear(); }
 
+  // Appends stand-in context rows k, v [n × n_kv_heads × head_dim] (RoPE already applied)
+  // straight to the cache, without computing them: lets a measurement decode at position
+  // n without paying for an n-token prefill first.
+  void append_context(const float* k, const float* v, std::size_t n) { cache_.append(k, v, n); }
+
  private:
   LayerConfig config_;
   LayerWeights weights_;

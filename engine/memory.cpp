@@ -1,5 +1,6 @@
 #include "engine/memory.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,6 +35,12 @@ void require_memory(std::uint64_t bytes, std::string_view what) {
                             std::to_string(bytes) + " bytes) but this machine has " +
                             gib(available) + " of memory");
   }
+}
+
+std::uint64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 void FreeDeleter::operator()(void* p) const noexcept { std::free(p); }

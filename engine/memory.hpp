@@ -22,6 +22,9 @@ std::uint64_t physical_memory_bytes();
 // exceed the physical memory, so an impossible shape fails before anything is allocated.
 void require_memory(std::uint64_t bytes, std::string_view what);
 
+// The peak resident set size of this process so far, in bytes.
+std::uint64_t peak_rss_bytes();
+
 struct FreeDeleter {
   void operator()(void* p) const noexcept;
 };

@@ -9,11 +9,15 @@
 
 namespace kvscope::cli {
 
-void AttentionShapeFlags::add_to(CLI::App& app, bool with_layers) {
+void AttentionShapeFlags::add_to(CLI::App& app, bool with_layers, bool with_tokens_and_kv_heads) {
   app.add_option("--heads", heads, "query heads")->capture_default_str();
-  app.add_option("--kv-heads", kv_heads, "kv heads (default: --heads; 1 = MQA)");
+  if (with_tokens_and_kv_heads) {
+    app.add_option("--kv-heads", kv_heads, "kv heads (default: --heads; 1 = MQA)");
+  }
   app.add_option("--d-head", d_head, "head size d_head")->capture_default_str();
-  app.add_option("--tokens", tokens, "tokens in the cache")->capture_default_str();
+  if (with_tokens_and_kv_heads) {
+    app.add_option("--tokens", tokens, "tokens in the cache")->capture_default_str();
+  }
   if (with_layers) app.add_option("--layers", layers, "decoder layers")->capture_default_str();
   std::string names;
   for (const ModelPreset& p : model_presets()) names += (names.empty() ? "" : " | ") + std::string(p.name);

@@ -21,7 +21,8 @@ struct AttentionShapeFlags {
   std::int64_t layers = 1;
   std::string model;
 
-  void add_to(CLI::App& app, bool with_layers);
+  // --tokens and --kv-heads are left out where a command takes them as lists.
+  void add_to(CLI::App& app, bool with_layers, bool with_tokens_and_kv_heads = true);
   // Applies --model and the --kv-heads default; call from the subcommand's callback.
   void resolve(const CLI::App& app);
 };

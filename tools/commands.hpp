@@ -8,5 +8,6 @@ namespace kvscope::cli {
 void add_size_command(CLI::App& app);
 void add_trace_command(CLI::App& app);
 void add_decode_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 }  // namespace kvscope::cli

@@ -155,3 +155,50 @@ TEST(KvscopeCli, BadInputGivesOneClearLine) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(KvscopeReport, JsonCsvAndSvgFromASmallSweep) {
+  const std::string svg = ::testing::TempDir() + "kvscope_report_test.svg";
+  const nlohmann::json j = json_of(
+      "report --json --heads 4 --d-head 16 --tokens 32,64 --kv-dtypes f32,int8 --steps 2 "
+      "--no-layer --threads 1 --svg " + svg);
+  ASSERT_EQ(j.size(), 2u * 2 * 2);  // tokens × (MHA, MQA: 4 heads have no GQA-8) × dtypes
+  EXPECT_EQ(j[0]["n_kv_heads"], 4);
+  EXPECT_EQ(j[0]["bytes_read_per_step"], 2 * 4 * 16 * 4 * 32);
+  std::FILE* file = std::fopen(svg.c_str(), "r");
+  ASSERT_NE(file, nullptr);
+  std::fclose(file);
+  const CommandResult csv = kvscope(
+      "report --csv --heads 4 --d-head 16 --tokens 32 --kv-heads 2 --kv-dtypes bf16 --steps 2 --no-layer");
+  EXPECT_EQ(csv.status, 0) << csv.out;
+  EXPECT_EQ(csv.out.rfind("variant,n_heads", 0), 0u) << csv.out;
+  EXPECT_NE(csv.out.find("\nGQA-2,4,2,16,32,"), std::string::npos) << csv.out;
+}
+
+TEST(KvscopeReport, TextShowsTableExplanationAndMemory) {
+  const CommandResult r = kvscope("report --heads 4 --d-head 16 --tokens 48 --steps 2 --threads 1");
+  EXPECT_EQ(r.status, 0) << r.out;
+  for (const char* part : {"variant", "read GB/s", "MHA", "MQA", "recomputes only the new token",
+                           "Where the time goes", "peak RSS"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+  }
+}
+
+TEST(KvscopeReport, BadFlagsAndImpossibleShapes) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"report --tokens 2000,abc", "'abc' is not an integer"},
+      {"report --tokens 0 --no-layer", "tokens"},
+      {"report --kv-heads 5", "multiple of n_kv_heads (5)"},
+      {"report --kv-dtypes f32,q3", "unknown KV cache dtype 'q3'"},
+      {"report --tokens 9000000000 --no-layer", "this report needs"},
+      {"report --json --csv", "excludes"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CommandResult r = kvscope(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << " → " << r.out;
+  }
+}
+
+}  // namespace

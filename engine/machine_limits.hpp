@@ -1,0 +1,17 @@
+#pragma once
+// The machine's limits measured in the same run as the kernels: read bandwidth over a
+// given number of bytes and the FP32 FMA peak, both with a given thread count.
+#include <cstdint>
+
+#include "kernels/isa.hpp"
+
+namespace kvscope {
+
+// Median GB/s (1e9 bytes/s) of `repeats` plain SIMD read sweeps over a fresh buffer of
+// `bytes` (after one warm-up sweep). The buffer is freed before returning.
+double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, int repeats = 7);
+
+// Median GFLOP/s of `repeats` runs of independent FMA chains on every thread.
+double measure_fma_peak_gflops(Isa isa, int threads, int repeats = 5);
+
+}  // namespace kvscope

@@ -1,0 +1,132 @@
+#include "engine/report.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "engine/checked_math.hpp"
+#include "engine/decode_timing.hpp"
+#include "engine/kv_footprint.hpp"
+#include "engine/layer_config.hpp"
+#include "engine/layer_timing.hpp"
+#include "engine/machine_limits.hpp"
+#include "engine/memory.hpp"
+
+namespace kvscope {
+namespace {
+
+LayerConfig layer_config(const ReportRequest& r, std::int64_t kv_heads, std::int64_t tokens) {
+  // Capacity: the context, the warm-up step and the timed steps.
+  return LayerConfig({.hidden_size = r.hidden_size, .n_heads = r.n_heads, .n_kv_heads = kv_heads,
+                      .head_dim = r.head_dim, .ffn_size = r.ffn_size,
+                      .capacity = tokens + r.steps + 2});
+}
+
+}  // namespace
+
+std::uint64_t decode_attention_flops(std::int64_t n_heads, std::int64_t head_dim,
+                                     std::int64_t tokens) {
+  return checked_mul(checked_mul(4, static_cast<std::uint64_t>(n_heads), "FLOPs"),
+                     checked_mul(static_cast<std::uint64_t>(head_dim),
+                                 static_cast<std::uint64_t>(tokens), "FLOPs"),
+                     "FLOPs per step");
+}
+
+double speed_of_light_seconds(std::uint64_t bytes, std::uint64_t flops, double gbps,
+                              double gflops) {
+  return std::max(static_cast<double>(bytes) / (gbps * 1e9),
+                  static_cast<double>(flops) / (gflops * 1e9));
+}
+
+std::uint64_t report_peak_bytes(const ReportRequest& r) {
+  if (r.tokens.empty() || r.kv_heads.empty() || r.kv_dtypes.empty()) {
+    throw std::invalid_argument("the report needs at least one context length, kv head count "
+                                "and cache type");
+  }
+  if (r.steps < 1) throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
+  std::uint64_t peak = 0;
+  for (std::int64_t tokens : r.tokens) {
+    for (std::int64_t kv_heads : r.kv_heads) {
+      // Validates every size and the head ratio, naming the bad value.
+      const LayerConfig config = layer_config(r, kv_heads, tokens);
+      (void)kv_footprint({.n_kv_heads = kv_heads, .head_dim = r.head_dim, .tokens = tokens,
+                          .layers = r.layers});
+      for (KvDtype dtype : r.kv_dtypes) {
+        const std::uint64_t cache = config.kv_cache_bytes(dtype);
+        std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
+        if (r.measure_layer) need = checked_add(need, config.weight_bytes(), "report memory");
+        peak = std::max(peak, need);
+      }
+    }
+  }
+  return peak;
+}
+
+std::vector<ReportRow> run_report(const ReportRequest& r) {
+  require_memory(report_peak_bytes(r), "this report");
+  if (r.threads < 1) throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
+
+  if (r.progress) r.progress("measuring the FMA peak");
+  const double fma_peak = measure_fma_peak_gflops(r.isa, r.threads);
+  std::vector<ReportRow> rows;
+  const std::size_t total = r.tokens.size() * r.kv_heads.size() * r.kv_dtypes.size();
+  for (std::int64_t tokens : r.tokens) {
+    for (std::int64_t kv_heads : r.kv_heads) {
+      for (KvDtype dtype : r.kv_dtypes) {
+        ReportRow row;
+        row.variant = attention_variant(r.n_heads, kv_heads);
+        if (r.progress) {
+          r.progress(row.variant + " " + std::string(to_string(dtype)) + " at " +
+                     std::to_string(tokens) + " tokens (" + std::to_string(rows.size() + 1) +
+                     "/" + std::to_string(total) + ")");
+        }
+        row.n_heads = r.n_heads;
+        row.n_kv_heads = kv_heads;
+        row.head_dim = r.head_dim;
+        row.tokens = tokens;
+        row.layers = r.layers;
+        row.kv_dtype = dtype;
+        row.isa = r.isa;
+        row.threads = r.threads;
+        const KvFootprint fp = kv_footprint({.n_kv_heads = kv_heads, .head_dim = r.head_dim,
+                                             .tokens = tokens, .layers = r.layers,
+                                             .dtype = dtype});
+        row.cache_bytes = fp.bytes_per_layer;
+        row.cache_bytes_all_layers = fp.total_bytes;
+        row.flops_per_step = decode_attention_flops(r.n_heads, r.head_dim, tokens);
+
+        const DecodeTiming t = time_attention_decode(
+            {.n_heads = r.n_heads, .n_kv_heads = kv_heads, .head_dim = r.head_dim,
+             .tokens = tokens, .kv_dtype = dtype, .isa = r.isa, .threads = r.threads,
+             .steps = r.steps});
+        row.bytes_read_per_step = t.bytes_read_per_step;
+        row.attn_seconds_median = t.median_s;
+        row.attn_seconds_min = t.min_s;
+        row.attn_seconds_max = t.max_s;
+        row.attn_tokens_per_s = t.tokens_per_s;
+        row.attn_gbps = t.gbps;
+        row.read_bandwidth_gbps =
+            measure_read_bandwidth_gbps(t.bytes_read_per_step, r.isa, r.threads);
+        row.fraction_of_bandwidth = row.attn_gbps / row.read_bandwidth_gbps;
+        row.fma_peak_gflops = fma_peak;
+        row.speed_of_light_seconds = speed_of_light_seconds(
+            row.bytes_read_per_step, row.flops_per_step, row.read_bandwidth_gbps, fma_peak);
+        row.fraction_of_speed_of_light = row.speed_of_light_seconds / row.attn_seconds_median;
+        row.bound = static_cast<double>(row.bytes_read_per_step) / (row.read_bandwidth_gbps * 1e9) >=
+                            static_cast<double>(row.flops_per_step) / (fma_peak * 1e9)
+                        ? "memory"
+                        : "compute";
+        if (r.measure_layer) {
+          const LayerTiming layer = time_layer_decode(layer_config(r, kv_heads, tokens), tokens,
+                                                      dtype, r.isa, r.threads,
+                                                      std::max(3, r.steps / 2));
+          row.layer_tokens_per_s = layer.tokens_per_s;
+          row.layer_bytes_per_step = layer.bytes_per_step;
+        }
+        rows.push_back(row);
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,77 @@
+// Report arithmetic against hand-computed values, and a tiny real report's bookkeeping.
+#include "engine/report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "engine/layer_config.hpp"
+
+namespace kvscope {
+namespace {
+
+TEST(ReportArithmetic, DecodeFlopsAreFourTimesHeadsDimTokens) {
+  // 32 heads × 128 × 2000 keys: QKᵀ 2·128 and AV 2·128 FLOPs per key per head.
+  EXPECT_EQ(decode_attention_flops(32, 128, 2000), 32'768'000u);
+  EXPECT_THROW(decode_attention_flops(std::int64_t{1} << 40, std::int64_t{1} << 20, 1 << 10),
+               std::overflow_error);
+}
+
+TEST(ReportArithmetic, SpeedOfLightIsTheSlowerOfBytesAndFlops) {
+  // 65,536,000 bytes at 40 GB/s = 1.6384 ms; 32,768,000 FLOPs at 100 GFLOP/s = 0.32768 ms.
+  EXPECT_DOUBLE_EQ(speed_of_light_seconds(65'536'000, 32'768'000, 40, 100), 1.6384e-3);
+  // Compute-bound when the FLOPs take longer: 1e9 FLOPs at 100 GFLOP/s = 10 ms.
+  EXPECT_DOUBLE_EQ(speed_of_light_seconds(1000, 1'000'000'000, 40, 100), 1e-2);
+}
+
+TEST(ReportArithmetic, PeakBytesCountCacheReadBufferAndWeights) {
+  ReportRequest r{.n_heads = 4, .head_dim = 16, .tokens = {100}, .kv_heads = {4},
+                  .kv_dtypes = {KvDtype::f32}, .hidden_size = 64, .ffn_size = 128, .steps = 3};
+  const LayerConfig c({.hidden_size = 64, .n_heads = 4, .n_kv_heads = 4, .head_dim = 16,
+                       .ffn_size = 128, .capacity = 100 + 3 + 2});
+  EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes());
+  r.measure_layer = false;
+  EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32));
+}
+
+TEST(ReportArithmetic, ImpossibleShapesAreRefusedBeforeAllocating) {
+  ReportRequest r{.tokens = {std::int64_t{1} << 33}, .measure_layer = false};
+  try {
+    run_report(r);
+    FAIL() << "accepted a report larger than memory";
+  } catch (const std::length_error& e) {
+    EXPECT_NE(std::string(e.what()).find("this report needs"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(run_report({.n_heads = 32, .kv_heads = {5}}), std::invalid_argument);
+  EXPECT_THROW(run_report({.tokens = {0}}), std::invalid_argument);
+  EXPECT_THROW(run_report({.tokens = {}}), std::invalid_argument);
+  EXPECT_THROW(run_report({.tokens = {16}, .steps = 0}), std::invalid_argument);
+}
+
+TEST(Report, RowsCarryConsistentBytesFlopsAndRatios) {
+  const ReportRequest r{.n_heads = 4, .head_dim = 16, .tokens = {64, 128}, .kv_heads = {4, 1},
+                        .kv_dtypes = {KvDtype::f32, KvDtype::int8}, .layers = 3,
+                        .hidden_size = 64, .ffn_size = 96, .steps = 2};
+  const std::vector<ReportRow> rows = run_report(r);
+  ASSERT_EQ(rows.size(), 8u);
+  for (const ReportRow& row : rows) {
+    const std::uint64_t per_token =
+        row.kv_dtype == KvDtype::f32 ? 2u * row.n_kv_heads * 16 * 4 : 2u * row.n_kv_heads * (16 + 4);
+    EXPECT_EQ(row.bytes_read_per_step, per_token * row.tokens);
+    EXPECT_EQ(row.cache_bytes, per_token * row.tokens);
+    EXPECT_EQ(row.cache_bytes_all_layers, 3 * row.cache_bytes);
+    EXPECT_EQ(row.flops_per_step, 4u * 4 * 16 * row.tokens);
+    EXPECT_DOUBLE_EQ(row.fraction_of_bandwidth, row.attn_gbps / row.read_bandwidth_gbps);
+    EXPECT_DOUBLE_EQ(row.speed_of_light_seconds,
+                     speed_of_light_seconds(row.bytes_read_per_step, row.flops_per_step,
+                                            row.read_bandwidth_gbps, row.fma_peak_gflops));
+    EXPECT_GT(row.layer_tokens_per_s, 0.0);
+    EXPECT_TRUE(row.bound == "memory" || row.bound == "compute");
+  }
+  EXPECT_EQ(rows[0].variant, "MHA");
+  EXPECT_EQ(rows[2].variant, "MQA");
+  EXPECT_EQ(rows[4].tokens, 128);
+}
+
+}  // namespace
+}  // namespace kvscope

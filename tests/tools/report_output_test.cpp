@@ -1,0 +1,135 @@
+// The report's JSON, CSV and SVG from fixed rows (no measurement involved).
+#include "tools/report_output.hpp"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+#include <vector>
+
+#include "tools/svg_plot.hpp"
+
+namespace kvscope::cli {
+namespace {
+
+std::vector<ReportRow> fixed_rows() {
+  std::vector<ReportRow> rows;
+  for (std::int64_t tokens : {512, 2000, 8192}) {
+    for (std::int64_t kv : {32, 1}) {
+      for (KvDtype dtype : {KvDtype::f32, KvDtype::int8}) {
+        ReportRow r;
+        r.variant = kv == 32 ? "MHA" : "MQA";
+        r.n_heads = 32;
+        r.n_kv_heads = kv;
+        r.head_dim = 128;
+        r.tokens = tokens;
+        r.kv_dtype = dtype;
+        r.isa = Isa::avx512;
+        r.threads = 2;
+        r.bytes_read_per_step = static_cast<std::uint64_t>(tokens * kv * 1024);
+        r.cache_bytes = r.bytes_read_per_step;
+        r.flops_per_step = 4u * 32 * 128 * tokens;
+        r.attn_seconds_median = r.attn_seconds_min = r.attn_seconds_max = 1e-6 * tokens * kv;
+        r.attn_tokens_per_s = 1 / r.attn_seconds_median;
+        r.attn_gbps = 10;
+        r.read_bandwidth_gbps = 20;
+        r.fraction_of_bandwidth = 0.5;
+        r.fma_peak_gflops = 100;
+        r.speed_of_light_seconds = 1e-3;
+        r.fraction_of_speed_of_light = 0.5;
+        r.bound = "memory";
+        rows.push_back(r);
+      }
+    }
+  }
+  return rows;
+}
+
+TEST(ReportOutput, JsonRowsHaveTheDocumentedFields) {
+  const nlohmann::json j = report_json(fixed_rows());
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 12u);
+  for (const char* key : {"variant", "n_heads", "n_kv_heads", "head_dim", "tokens", "kv_dtype",
+                          "isa", "threads", "cache_bytes", "bytes_read_per_step",
+                          "attn_seconds_median", "attn_tokens_per_s", "attn_gbps",
+                          "read_bandwidth_gbps", "fraction_of_bandwidth", "layer_tokens_per_s"}) {
+    EXPECT_TRUE(j[0].contains(key)) << key;
+  }
+  EXPECT_EQ(j[1]["kv_dtype"], "int8");
+  EXPECT_EQ(j[0]["isa"], "avx512");
+  EXPECT_EQ(j[2]["variant"], "MQA");
+}
+
+TEST(ReportOutput, CsvHasHeaderAndOneLinePerRow) {
+  std::istringstream csv(report_csv(fixed_rows()));
+  std::string header, line;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("variant,n_heads,n_kv_heads,head_dim,tokens,", 0), 0u) << header;
+  for (const char* column : {"kv_dtype", "isa", "threads", "cache_bytes", "bytes_read_per_step",
+                             "attn_seconds_median", "attn_tokens_per_s", "attn_gbps",
+                             "read_bandwidth_gbps", "fraction_of_bandwidth", "layer_tokens_per_s"}) {
+    EXPECT_NE(header.find(column), std::string::npos) << column;
+  }
+  const auto columns = std::count(header.begin(), header.end(), ',');
+  int lines = 0;
+  while (std::getline(csv, line)) {
+    ++lines;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), columns) << line;
+  }
+  EXPECT_EQ(lines, 12);
+}
+
+// Tags open and close in order: a small well-formedness check without an XML library.
+void expect_well_formed(const std::string& svg) {
+  std::vector<std::string> open;
+  const std::regex tag("<(/?)([a-zA-Z]+)[^>]*?(/?)>");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator(); ++it) {
+    const bool closing = (*it)[1] == "/", self_closing = (*it)[3] == "/";
+    const std::string name = (*it)[2];
+    if (self_closing) continue;
+    if (!closing) {
+      open.push_back(name);
+    } else {
+      ASSERT_FALSE(open.empty()) << "</" << name << "> closes nothing";
+      ASSERT_EQ(open.back(), name);
+      open.pop_back();
+    }
+  }
+  EXPECT_TRUE(open.empty()) << open.size() << " tags left open";
+}
+
+TEST(ReportOutput, SvgIsWellFormedWithOneSeriesPerVariantAndCacheType) {
+  const std::string svg = report_svg(fixed_rows());
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  expect_well_formed(svg);
+  for (const char* series : {"MHA f32", "MHA int8", "MQA f32", "MQA int8"}) {
+    EXPECT_NE(svg.find("data-name=\"" + std::string(series) + "\""), std::string::npos) << series;
+  }
+  std::size_t polylines = 0;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  EXPECT_EQ(polylines, 4u);
+  EXPECT_NE(svg.find("context length"), std::string::npos);       // x label
+  EXPECT_NE(svg.find("decode steps per second"), std::string::npos);  // y label
+  EXPECT_NE(svg.find(">2k<"), std::string::npos);                  // a tick inside the range
+}
+
+TEST(SvgPlot, RejectsNothingToPlotAndNonPositivePoints) {
+  EXPECT_THROW(render_line_chart_svg({}), std::invalid_argument);
+  EXPECT_THROW(render_line_chart_svg({.series = {{.name = "a", .points = {{0, 1}}}}}),
+               std::invalid_argument);
+  const std::string svg = render_line_chart_svg({.title = "a < b & c", .series = {{.name = "x\"y", .points = {{1, 1}}}}});
+  EXPECT_NE(svg.find("a &lt; b &amp; c"), std::string::npos);
+  EXPECT_NE(svg.find("x&quot;y"), std::string::npos);
+  expect_well_formed(svg);
+}
+
+TEST(ReportOutput, ExplanationNamesRecomputedAndReReadWork) {
+  const std::string text = explain_report(fixed_rows());
+  EXPECT_NE(text.find("1×513 score row per query head"), std::string::npos) << text;
+  EXPECT_NE(text.find("512 K rows"), std::string::npos) << text;
+  EXPECT_NE(text.find("memory-bound"), std::string::npos) << text;
+  EXPECT_NE(text.find("MQA f32 reads 32.0× fewer bytes"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace kvscope::cli

@@ -1,0 +1,189 @@
+// `kvscope report` (and `kvscope` with no arguments): cache size, measured decode step and
+// the machine's limits side by side for MHA, GQA and MQA and each cache type.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "engine/memory.hpp"
+#include "engine/model_presets.hpp"
+#include "engine/report.hpp"
+#include "tools/cli_support.hpp"
+#include "tools/commands.hpp"
+#include "tools/report_output.hpp"
+
+namespace kvscope::cli {
+namespace {
+
+struct ReportFlags {
+  AttentionShapeFlags shape;
+  ComputeFlags compute;
+  std::string tokens = "2000";
+  std::string kv_heads;
+  std::string kv_dtypes = "f32,bf16,int8";
+  int steps = 10;
+  bool no_layer = false;
+  bool json = false;
+  bool csv = false;
+  std::string svg;
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) items.push_back(item);
+  return items;
+}
+
+std::vector<std::int64_t> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<std::int64_t> values;
+  for (const std::string& item : split_list(text)) {
+    std::size_t used = 0;
+    std::int64_t value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size()) {
+      throw std::invalid_argument(flag + " '" + text + "': '" + item + "' is not an integer");
+    }
+    values.push_back(value);
+  }
+  if (values.empty()) throw std::invalid_argument(flag + " is empty");
+  return values;
+}
+
+// MHA, GQA with 8 kv heads (or the divisor nearest a quarter of the heads), MQA.
+std::vector<std::int64_t> default_kv_heads(std::int64_t heads) {
+  std::vector<std::int64_t> kv{heads};
+  std::int64_t gqa = 0;
+  if (heads > 8 && heads % 8 == 0) {
+    gqa = 8;
+  } else {
+    for (std::int64_t d = heads / 4; d > 1; --d) {
+      if (heads % d == 0) {
+        gqa = d;
+        break;
+      }
+    }
+  }
+  if (gqa > 1 && gqa < heads) kv.push_back(gqa);
+  if (heads > 1) kv.push_back(1);
+  return kv;
+}
+
+// Llama's MLP width: 2/3 of 4 × hidden, rounded up to a multiple of 256.
+std::int64_t llama_ffn_size(std::int64_t hidden) { return (8 * hidden / 3 + 255) / 256 * 256; }
+
+void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
+  ReportRequest request;
+  request.n_heads = f.shape.heads;
+  request.head_dim = f.shape.d_head;
+  request.layers = f.shape.layers;
+  request.tokens = parse_int_list(f.tokens, "--tokens");
+  request.kv_heads = f.kv_heads.empty() ? default_kv_heads(f.shape.heads)
+                                        : parse_int_list(f.kv_heads, "--kv-heads");
+  request.kv_dtypes.clear();
+  for (const std::string& name : split_list(f.kv_dtypes)) request.kv_dtypes.push_back(parse_kv_dtype(name));
+  request.hidden_size = f.shape.heads * f.shape.d_head;
+  request.ffn_size = llama_ffn_size(request.hidden_size);
+  if (!f.shape.model.empty()) {
+    const ModelPreset& p = find_model_preset(f.shape.model);
+    if (cmd.count("--heads") == 0 && cmd.count("--d-head") == 0) {
+      request.hidden_size = p.hidden_size;
+      request.ffn_size = p.ffn_size;
+    }
+    if (f.kv_heads.empty() && p.n_kv_heads != p.n_heads && cmd.count("--heads") == 0) {
+      request.kv_heads = default_kv_heads(request.n_heads);
+      if (std::find(request.kv_heads.begin(), request.kv_heads.end(), p.n_kv_heads) ==
+          request.kv_heads.end()) {
+        request.kv_heads.push_back(p.n_kv_heads);  // the model's own shape is always a row
+      }
+    }
+  }
+  request.measure_layer = !f.no_layer;
+  request.isa = f.compute.resolved_isa();
+  request.threads = f.compute.resolved_threads();
+  request.steps = f.steps;
+  if (!f.svg.empty() && request.tokens.size() < 2) {
+    std::fprintf(stderr, "kvscope: note: --svg plots against context length; pass several "
+                         "--tokens (e.g. 512,2000,8192) for lines rather than points\n");
+  }
+  const bool show_progress = isatty(STDERR_FILENO) != 0;
+  if (show_progress) {
+    request.progress = [](std::string_view what) {
+      std::fprintf(stderr, "\r\033[Kmeasuring %.*s...", static_cast<int>(what.size()), what.data());
+    };
+  }
+  const std::vector<ReportRow> rows = run_report(request);
+  if (show_progress) std::fprintf(stderr, "\r\033[K");
+
+  if (!f.svg.empty()) {
+    std::ofstream out(f.svg);
+    out << report_svg(rows);
+    if (!out) throw std::runtime_error("cannot write the SVG to '" + f.svg + "'");
+  }
+  if (f.json) {
+    std::cout << report_json(rows).dump(2) << "\n";
+    return;
+  }
+  if (f.csv) {
+    std::cout << report_csv(rows);
+    return;
+  }
+  const ReportRow& first = rows.front();
+  std::printf("kvscope report: %lld query heads × d_head %lld, %s, isa %s, %d thread%s; FMA peak "
+              "measured %.0f GFLOP/s\n\n",
+              static_cast<long long>(first.n_heads), static_cast<long long>(first.head_dim),
+              request.layers == 1 ? "1 layer" : (std::to_string(request.layers) + " layers").c_str(),
+              std::string(to_string(first.isa)).c_str(), first.threads,
+              first.threads == 1 ? "" : "s", first.fma_peak_gflops);
+  std::fputs(report_table(rows).c_str(), stdout);
+  std::printf("\n(cache/layer and read/step in MB = 1e6 bytes; 'read GB/s' is a plain read loop "
+              "over the same bytes with the same threads; 'light' is the speed of light, max of "
+              "bytes ÷ read bandwidth and FLOPs ÷ FMA peak; 'layer t/s' is the full decoder layer "
+              "at hidden %lld, ffn %lld)\n\n",
+              static_cast<long long>(request.hidden_size), static_cast<long long>(request.ffn_size));
+  std::fputs(explain_report(rows).c_str(), stdout);
+  if (request.layers > 1) {
+    std::printf("All %lld layers: %s of cache for %s %s.\n", static_cast<long long>(request.layers),
+                format_bytes(first.cache_bytes_all_layers).c_str(), first.variant.c_str(),
+                std::string(to_string(first.kv_dtype)).c_str());
+  }
+  std::uint64_t largest = 0;
+  for (const ReportRow& r : rows) largest = std::max(largest, r.cache_bytes);
+  std::printf("\nMemory: peak RSS %s; largest cache measured %s.\n",
+              format_bytes(peak_rss_bytes()).c_str(), format_bytes(largest).c_str());
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app) {
+  auto flags = std::make_shared<ReportFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "report", "cache size, decode step and bandwidth limit for MHA/GQA/MQA × cache types "
+                "(the default)");
+  flags->shape.add_to(*cmd, /*with_layers=*/true, /*with_tokens_and_kv_heads=*/false);
+  flags->compute.add_to(*cmd);
+  cmd->add_option("--tokens", flags->tokens, "context lengths; a comma list sweeps, e.g. 512,2000,8192")
+      ->capture_default_str();
+  cmd->add_option("--kv-heads", flags->kv_heads, "kv head counts, comma list (default: MHA, GQA-8, MQA)");
+  cmd->add_option("--kv-dtypes", flags->kv_dtypes, "cache types, comma list")->capture_default_str();
+  cmd->add_option("--steps", flags->steps, "timed decode steps per row")->capture_default_str();
+  cmd->add_flag("--no-layer", flags->no_layer, "skip the full decoder-layer measurement");
+  auto* json = cmd->add_flag("--json", flags->json, "print an array of row objects");
+  cmd->add_flag("--csv", flags->csv, "print CSV")->excludes(json);
+  cmd->add_option("--svg", flags->svg, "write a plot of decode tokens/s against context length");
+  cmd->callback([flags, cmd] {
+    flags->shape.resolve(*cmd);
+    run_report_command(*flags, *cmd);
+  });
+}
+
+}  // namespace kvscope::cli

@@ -1,0 +1,196 @@
+#include "tools/report_output.hpp"
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "engine/memory.hpp"
+#include "tools/cli_support.hpp"
+#include "tools/svg_plot.hpp"
+
+namespace kvscope::cli {
+namespace {
+
+// The CSV and JSON columns, in order.
+const std::vector<std::string> kColumns = {
+    "variant", "n_heads", "n_kv_heads", "head_dim", "tokens", "layers", "kv_dtype", "isa",
+    "threads", "cache_bytes", "cache_bytes_all_layers", "bytes_read_per_step",
+    "flops_per_step", "attn_seconds_median", "attn_seconds_min", "attn_seconds_max",
+    "attn_tokens_per_s", "attn_gbps", "read_bandwidth_gbps", "fraction_of_bandwidth",
+    "fma_peak_gflops", "speed_of_light_seconds", "fraction_of_speed_of_light", "bound",
+    "layer_tokens_per_s", "layer_bytes_per_step"};
+
+nlohmann::json row_json(const ReportRow& r) {
+  return {{"variant", r.variant},
+          {"n_heads", r.n_heads},
+          {"n_kv_heads", r.n_kv_heads},
+          {"head_dim", r.head_dim},
+          {"tokens", r.tokens},
+          {"layers", r.layers},
+          {"kv_dtype", to_string(r.kv_dtype)},
+          {"isa", to_string(r.isa)},
+          {"threads", r.threads},
+          {"cache_bytes", r.cache_bytes},
+          {"cache_bytes_all_layers", r.cache_bytes_all_layers},
+          {"bytes_read_per_step", r.bytes_read_per_step},
+          {"flops_per_step", r.flops_per_step},
+          {"attn_seconds_median", r.attn_seconds_median},
+          {"attn_seconds_min", r.attn_seconds_min},
+          {"attn_seconds_max", r.attn_seconds_max},
+          {"attn_tokens_per_s", r.attn_tokens_per_s},
+          {"attn_gbps", r.attn_gbps},
+          {"read_bandwidth_gbps", r.read_bandwidth_gbps},
+          {"fraction_of_bandwidth", r.fraction_of_bandwidth},
+          {"fma_peak_gflops", r.fma_peak_gflops},
+          {"speed_of_light_seconds", r.speed_of_light_seconds},
+          {"fraction_of_speed_of_light", r.fraction_of_speed_of_light},
+          {"bound", r.bound},
+          {"layer_tokens_per_s", r.layer_tokens_per_s},
+          {"layer_bytes_per_step", r.layer_bytes_per_step}};
+}
+
+std::string mb(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return text;
+}
+
+const ReportRow* find_row(const std::vector<ReportRow>& rows, std::int64_t tokens,
+                          std::int64_t kv_heads, KvDtype dtype) {
+  for (const ReportRow& r : rows) {
+    if (r.tokens == tokens && r.n_kv_heads == kv_heads && r.kv_dtype == dtype) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::json report_json(const std::vector<ReportRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ReportRow& r : rows) out.push_back(row_json(r));
+  return out;
+}
+
+std::string report_csv(const std::vector<ReportRow>& rows) {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < kColumns.size(); ++i) out << (i ? "," : "") << kColumns[i];
+  out << "\n";
+  for (const ReportRow& r : rows) {
+    const nlohmann::json j = row_json(r);
+    for (std::size_t i = 0; i < kColumns.size(); ++i) {
+      const nlohmann::json& v = j.at(kColumns[i]);
+      out << (i ? "," : "") << (v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string report_table(const std::vector<ReportRow>& rows) {
+  std::string out;
+  char line[400];
+  std::snprintf(line, sizeof line, "%-7s %4s %-5s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n",
+                "variant", "kv", "cache", "tokens", "cache/layer", "read/step",
+                "step median (min-max)", "tokens/s", "GB/s", "read GB/s", "of bw",
+                "light", "of SoL", "layer t/s");
+  out += line;
+  for (const ReportRow& r : rows) {
+    const std::string range = format_seconds(r.attn_seconds_median) + " (" +
+                              format_seconds(r.attn_seconds_min) + "-" +
+                              format_seconds(r.attn_seconds_max) + ")";
+    char layer[32] = "-";
+    if (r.layer_tokens_per_s > 0) std::snprintf(layer, sizeof layer, "%.1f", r.layer_tokens_per_s);
+    std::snprintf(line, sizeof line,
+                  "%-7s %4lld %-5s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% %10s\n",
+                  r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
+                  std::string(to_string(r.kv_dtype)).c_str(), static_cast<long long>(r.tokens),
+                  mb(r.cache_bytes).c_str(), mb(r.bytes_read_per_step).c_str(), range.c_str(),
+                  r.attn_tokens_per_s, r.attn_gbps, r.read_bandwidth_gbps,
+                  100 * r.fraction_of_bandwidth, format_seconds(r.speed_of_light_seconds).c_str(),
+                  100 * r.fraction_of_speed_of_light, layer);
+    out += line;
+  }
+  return out;
+}
+
+std::string explain_report(const std::vector<ReportRow>& rows) {
+  if (rows.empty()) return "";
+  const std::int64_t tokens = rows.front().tokens;
+  const ReportRow* base = find_row(rows, tokens, rows.front().n_heads, KvDtype::f32);
+  if (base == nullptr) base = &rows.front();
+  const ReportRow& b = *base;
+  std::string text;
+  char buf[1200];
+  std::snprintf(buf, sizeof buf,
+                "One decode step at %s tokens (%lld query heads × d_head %lld) recomputes only the "
+                "new token: its q, k and v (one row through W_Q, W_K, W_V) and one 1×%s score row "
+                "per query head. It only re-reads the cache: %s K rows and as many V rows per kv "
+                "head, %s in all for %s %s.\n",
+                with_commas(tokens).c_str(), static_cast<long long>(b.n_heads),
+                static_cast<long long>(b.head_dim), with_commas(tokens + 1).c_str(),
+                with_commas(tokens).c_str(), mb(b.bytes_read_per_step).c_str(), b.variant.c_str(),
+                std::string(to_string(b.kv_dtype)).c_str());
+  text += buf;
+  const double memory_s = static_cast<double>(b.bytes_read_per_step) / (b.read_bandwidth_gbps * 1e9);
+  const double compute_s = static_cast<double>(b.flops_per_step) / (b.fma_peak_gflops * 1e9);
+  std::snprintf(buf, sizeof buf,
+                "Where the time goes (%s %s): moving %s at the measured %.1f GB/s takes %s; its "
+                "%.1f MFLOP at the measured %.0f GFLOP/s FMA peak take %s. The step is %s-bound "
+                "(%.0f× apart); the measured %s is %.0f%% of that speed of light.\n",
+                b.variant.c_str(), std::string(to_string(b.kv_dtype)).c_str(),
+                mb(b.bytes_read_per_step).c_str(), b.read_bandwidth_gbps,
+                format_seconds(memory_s).c_str(), static_cast<double>(b.flops_per_step) / 1e6,
+                b.fma_peak_gflops, format_seconds(compute_s).c_str(), b.bound.c_str(),
+                std::max(memory_s, compute_s) / std::min(memory_s, compute_s),
+                format_seconds(b.attn_seconds_median).c_str(), 100 * b.fraction_of_speed_of_light);
+  text += buf;
+  std::string gains;
+  for (const ReportRow& r : rows) {
+    if (r.tokens != tokens || &r == base) continue;
+    if (r.kv_dtype != b.kv_dtype && r.n_kv_heads != b.n_kv_heads) continue;
+    const double speedup = b.attn_seconds_median / r.attn_seconds_median;
+    std::snprintf(buf, sizeof buf, "%s%s %s reads %.1f× fewer bytes and its step is %.1f× %s",
+                  gains.empty() ? "" : "; ", r.variant.c_str(),
+                  std::string(to_string(r.kv_dtype)).c_str(),
+                  static_cast<double>(b.bytes_read_per_step) / static_cast<double>(r.bytes_read_per_step),
+                  speedup >= 1 ? speedup : 1 / speedup, speedup >= 1 ? "faster" : "slower");
+    gains += buf;
+  }
+  if (!gains.empty()) text += "Against it: " + gains + ".\n";
+  return text;
+}
+
+std::string report_svg(const std::vector<ReportRow>& rows) {
+  // Colour tells the variant, the dash pattern the cache type.
+  std::map<std::string, PlotSeries> series;  // keyed by name, kept in first-seen order below
+  std::vector<std::string> order;
+  std::map<std::int64_t, int> variant_color;
+  for (const ReportRow& r : rows) {
+    const std::string name = r.variant + " " + std::string(to_string(r.kv_dtype));
+    if (!series.count(name)) {
+      order.push_back(name);
+      PlotSeries& s = series[name];
+      s.name = name;
+      s.color = variant_color.emplace(r.n_kv_heads, static_cast<int>(variant_color.size()))
+                    .first->second;
+      s.dash = r.kv_dtype == KvDtype::f32 ? "" : r.kv_dtype == KvDtype::int8 ? "2 3" : "8 4";
+    }
+    series[name].points.emplace_back(static_cast<double>(r.tokens), r.attn_tokens_per_s);
+  }
+  PlotSpec spec;
+  if (!rows.empty()) {
+    char title[160];
+    std::snprintf(title, sizeof title,
+                  "Decode attention, %lld query heads × d_head %lld (%s, %d threads)",
+                  static_cast<long long>(rows.front().n_heads),
+                  static_cast<long long>(rows.front().head_dim),
+                  std::string(to_string(rows.front().isa)).c_str(), rows.front().threads);
+    spec.title = title;
+  }
+  spec.x_label = "context length (tokens in the KV cache)";
+  spec.y_label = "decode steps per second (attention, one layer)";
+  for (const std::string& name : order) spec.series.push_back(series[name]);
+  return render_line_chart_svg(spec);
+}
+
+}  // namespace kvscope::cli
