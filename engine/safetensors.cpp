@@ -156,7 +156,7 @@ void decode_to_f32(std::span<const std::byte> bytes, std::string_view dtype, flo
                    std::string_view label) {
   // Little-endian host assumed (x86-64, the only target); memcpy tolerates any alignment.
   if (dtype == "F32") {
-    std::memcpy(out, bytes.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());  // out may be null if empty
   } else if (dtype == "F16" || dtype == "BF16") {
     const bool is_bf16 = dtype == "BF16";
     const std::size_t count = bytes.size() / 2;

@@ -51,6 +51,17 @@ TEST(Safetensors, ReadsF32F16Bf16Values) {
   EXPECT_EQ(file.entry("t_F16").element_bytes, 2u);
 }
 
+TEST(Safetensors, EmptyTensorsRead) {
+  TempDir dir;
+  std::map<std::string, test::TestTensor> tensors;
+  tensors["f32"] = {"F32", {0}, ""};  // a libFuzzer find: memcpy from a null buffer
+  tensors["bf16"] = {"BF16", {3, 0}, ""};
+  write_bytes(dir / "e.safetensors", test::safetensors_bytes(tensors));
+  SafetensorsFile file(dir / "e.safetensors");
+  EXPECT_TRUE(file.read_f32("f32", dims({0})).empty());
+  EXPECT_TRUE(file.read_f32("bf16", dims({3, 0})).empty());
+}
+
 TEST(Safetensors, OddHeaderLengthReadsUnalignedData) {
   TempDir dir;
   const std::string header =
