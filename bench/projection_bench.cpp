@@ -8,9 +8,9 @@
 // reading W once), of_fma_burn / of_avx512_probe (achieved FLOP/s over the FMA peak measured
 // in the same process).
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <chrono>
-#include <immintrin.h>
 #include <vector>
 
 #include "engine/dnnl_matmul.hpp"

@@ -1,13 +1,12 @@
 #include "engine/dnnl_matmul.hpp"
 
+#include <omp.h>
+
+#include <dnnl.hpp>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <tuple>
-
-#include <omp.h>
-
-#include <dnnl.hpp>
 
 namespace kvscope {
 
@@ -56,12 +55,15 @@ void DnnlMatmul::multiply(const float* x, const float* w, std::size_t m, std::si
   dnnl::memory src(e.pd.src_desc(), impl_->engine, const_cast<float*>(x));
   dnnl::memory weights(e.pd.weights_desc(), impl_->engine, const_cast<float*>(w));
   dnnl::memory dst(e.pd.dst_desc(), impl_->engine, y);
-  const int previous_threads = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  // Restores the caller's thread count even if oneDNN throws.
+  struct ThreadCount {
+    int previous = omp_get_max_threads();
+    explicit ThreadCount(int threads) { omp_set_num_threads(threads); }
+    ~ThreadCount() { omp_set_num_threads(previous); }
+  } thread_count(threads);
   e.primitive.execute(impl_->stream,
                       {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
   impl_->stream.wait();
-  omp_set_num_threads(previous_threads);
 }
 
 std::size_t DnnlMatmul::cached_primitives() const { return impl_->primitives.size(); }

@@ -6,10 +6,9 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace kvscope {
 namespace {
@@ -29,8 +28,8 @@ std::int64_t positive_integer(const json& config, const char* field, std::string
     return fallback;
   }
   if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
-    fail(label, std::string("field \"") + field + "\" must be a positive integer, got " +
-                    it->dump());
+    fail(label,
+         std::string("field \"") + field + "\" must be a positive integer, got " + it->dump());
   }
   return it->get<std::int64_t>();
 }
@@ -40,8 +39,8 @@ double positive_number(const json& config, const char* field, std::string_view l
   const auto it = config.find(field);
   if (it == config.end() || it->is_null()) return fallback;
   if (!it->is_number() || !(it->get<double>() > 0.0) || !std::isfinite(it->get<double>())) {
-    fail(label, std::string("field \"") + field + "\" must be a positive number, got " +
-                    it->dump());
+    fail(label,
+         std::string("field \"") + field + "\" must be a positive number, got " + it->dump());
   }
   return it->get<double>();
 }
@@ -65,8 +64,8 @@ HfModelConfig parse_hf_config(std::string_view json_text, std::string_view label
   s.n_kv_heads = positive_integer(config, "num_key_value_heads", label, s.n_heads, false);
   if (s.n_heads % s.n_kv_heads != 0) {
     fail(label, "num_attention_heads (" + std::to_string(s.n_heads) +
-                    ") is not a multiple of num_key_value_heads (" +
-                    std::to_string(s.n_kv_heads) + ")");
+                    ") is not a multiple of num_key_value_heads (" + std::to_string(s.n_kv_heads) +
+                    ")");
   }
   const bool has_head_dim = config.contains("head_dim") && !config["head_dim"].is_null();
   if (!has_head_dim && s.hidden_size % s.n_heads != 0) {

@@ -16,8 +16,8 @@ struct HfModelConfig {
   // capacity = max_position_embeddings when present (else LayerShape's default).
   LayerShape shape;
   std::int64_t num_hidden_layers = -1;  // -1 when absent
-  bool has_rope_scaling = false;         // a non-null "rope_scaling": RoPE frequencies differ
-  bool has_biases = false;               // "attention_bias" or "mlp_bias" true
+  bool has_rope_scaling = false;        // a non-null "rope_scaling": RoPE frequencies differ
+  bool has_biases = false;              // "attention_bias" or "mlp_bias" true
 };
 
 // Parses config.json text. Throws std::runtime_error starting with `label` and naming the

@@ -6,10 +6,9 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/safetensors.hpp"
 
@@ -55,7 +54,8 @@ class ShardSet {
       if (it == weight_map_.end()) {
         fail(index_path_, "tensor '" + tensor + "' is missing from weight_map");
       }
-      if (!it->is_string()) fail(index_path_, "weight_map entry of '" + tensor + "' is not a string");
+      if (!it->is_string())
+        fail(index_path_, "weight_map entry of '" + tensor + "' is not a string");
       const fs::path name = it->get<std::string>();
       // Shards live beside the index: refuse names that would reach elsewhere.
       if (name.empty() || name.has_parent_path() || name == "." || name == "..") {
@@ -68,9 +68,9 @@ class ShardSet {
     if (!open) open = std::make_unique<SafetensorsFile>(file);
     if (!open->contains(tensor)) {
       fail(file, "tensor '" + tensor + "' not found" +
-                     (single_.empty() ? " (weight_map of " + index_path_.filename().string() +
-                                            " points here)"
-                                      : ""));
+                     (single_.empty()
+                          ? " (weight_map of " + index_path_.filename().string() + " points here)"
+                          : ""));
     }
     return *open;
   }
@@ -102,12 +102,21 @@ LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
       {"self_attn.q_proj.weight", &LayerWeights::wq, {q, hidden}, q_fields},
       {"self_attn.k_proj.weight", &LayerWeights::wk, {kv, hidden}, kv_fields},
       {"self_attn.v_proj.weight", &LayerWeights::wv, {kv, hidden}, kv_fields},
-      {"self_attn.o_proj.weight", &LayerWeights::wo, {hidden, q},
+      {"self_attn.o_proj.weight",
+       &LayerWeights::wo,
+       {hidden, q},
        "[hidden_size, num_attention_heads·head_dim]"},
-      {"mlp.gate_proj.weight", &LayerWeights::w_gate, {ffn, hidden},
+      {"mlp.gate_proj.weight",
+       &LayerWeights::w_gate,
+       {ffn, hidden},
        "[intermediate_size, hidden_size]"},
-      {"mlp.up_proj.weight", &LayerWeights::w_up, {ffn, hidden}, "[intermediate_size, hidden_size]"},
-      {"mlp.down_proj.weight", &LayerWeights::w_down, {hidden, ffn},
+      {"mlp.up_proj.weight",
+       &LayerWeights::w_up,
+       {ffn, hidden},
+       "[intermediate_size, hidden_size]"},
+      {"mlp.down_proj.weight",
+       &LayerWeights::w_down,
+       {hidden, ffn},
        "[hidden_size, intermediate_size]"},
       {"input_layernorm.weight", &LayerWeights::attn_norm, {hidden}, "[hidden_size]"},
       {"post_attention_layernorm.weight", &LayerWeights::mlp_norm, {hidden}, "[hidden_size]"},

@@ -1,5 +1,7 @@
 #include "engine/npy.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -8,8 +10,6 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
-
-#include <unistd.h>
 
 namespace kvscope {
 namespace {
@@ -141,7 +141,8 @@ std::uint32_t read_le(const std::byte* p, int bytes) {
 NpyArray parse_npy(std::span<const std::byte> file, std::string_view label) {
   static constexpr char kMagic[] = "\x93NUMPY";
   if (file.size() < 10) {
-    fail(label, "truncated: " + std::to_string(file.size()) + " bytes, an .npy file needs at least 10");
+    fail(label,
+         "truncated: " + std::to_string(file.size()) + " bytes, an .npy file needs at least 10");
   }
   if (std::memcmp(file.data(), kMagic, 6) != 0) fail(label, "not an .npy file (bad magic string)");
   const auto major = static_cast<std::uint8_t>(file[6]);

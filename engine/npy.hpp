@@ -1,5 +1,6 @@
 #pragma once
-// NumPy .npy files of float32 (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html):
+// NumPy .npy files of float32
+// (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html):
 //   "\x93NUMPY" major minor, header length (u16 for v1, u32 for v2/v3), a Python dict
 //   literal {'descr': '<f4', 'fortran_order': False, 'shape': (n, d), }, then the data.
 #include <cstddef>

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "kernels/number_formats.hpp"
 
@@ -24,8 +23,8 @@ constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
 [[noreturn]] void fail_tensor(std::string_view label, std::string_view tensor,
                               const std::string& message) {
-  throw std::runtime_error(std::string(label) + ": tensor '" + std::string(tensor) + "': " +
-                           message);
+  throw std::runtime_error(std::string(label) + ": tensor '" + std::string(tensor) +
+                           "': " + message);
 }
 
 // Bytes per element of each safetensors dtype; 0 for an unknown name.
@@ -34,10 +33,10 @@ std::size_t dtype_bytes(std::string_view dtype) {
     std::string_view name;
     std::size_t bytes;
   };
-  static constexpr Size kSizes[] = {
-      {"F64", 8},     {"F32", 4},     {"F16", 2},      {"BF16", 2},    {"I64", 8},
-      {"I32", 4},     {"I16", 2},     {"I8", 1},       {"U64", 8},     {"U32", 4},
-      {"U16", 2},     {"U8", 1},      {"BOOL", 1},     {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+  static constexpr Size kSizes[] = {{"F64", 8},  {"F32", 4},     {"F16", 2},    {"BF16", 2},
+                                    {"I64", 8},  {"I32", 4},     {"I16", 2},    {"I8", 1},
+                                    {"U64", 8},  {"U32", 4},     {"U16", 2},    {"U8", 1},
+                                    {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   for (const Size& s : kSizes) {
     if (s.name == dtype) return s.bytes;
   }
@@ -101,9 +100,9 @@ TensorEntry parse_entry(const std::string& name, const json& value, std::uint64_
   }
   if (entry.end - entry.begin != bytes) {
     fail_tensor(label, name,
-                range + " hold " + std::to_string(entry.end - entry.begin) +
-                    " bytes but shape " + shape_to_string(entry.shape) + " of " + entry.dtype +
-                    " needs " + std::to_string(bytes));
+                range + " hold " + std::to_string(entry.end - entry.begin) + " bytes but shape " +
+                    shape_to_string(entry.shape) + " of " + entry.dtype + " needs " +
+                    std::to_string(bytes));
   }
   return entry;
 }
@@ -190,8 +189,8 @@ std::vector<float> SafetensorsFile::read_f32(std::string_view name,
   const std::uint64_t count = (e.end - e.begin) / e.element_bytes;
   std::vector<float> out(count);
   const auto bytes = file_.bytes().subspan(header_.data_begin + e.begin, e.end - e.begin);
-  decode_to_f32(bytes, e.dtype,
-                out.data(), path().string() + ": tensor '" + std::string(name) + "'");
+  decode_to_f32(bytes, e.dtype, out.data(),
+                path().string() + ": tensor '" + std::string(name) + "'");
   return out;
 }
 

@@ -19,8 +19,8 @@ namespace kvscope {
 
 // Where one tensor lies in a safetensors file.
 struct TensorEntry {
-  std::string dtype;                // as written, e.g. "F32", "BF16", "I64"
-  std::size_t element_bytes = 0;    // of `dtype`
+  std::string dtype;              // as written, e.g. "F32", "BF16", "I64"
+  std::size_t element_bytes = 0;  // of `dtype`
   std::vector<std::uint64_t> shape;
   std::uint64_t begin = 0, end = 0;  // byte range within the data section
 };
@@ -37,8 +37,7 @@ struct SafetensorsHeader {
 // for: a file shorter than 8 bytes, a header length past the end of the file, a header
 // that is not a JSON object, an unknown dtype, a shape that is not a list of non-negative
 // integers, data_offsets outside the data or not equal to shape × dtype bytes.
-SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file,
-                                           std::string_view label);
+SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file, std::string_view label);
 
 // Decodes `count` elements of a F32, F16 or BF16 tensor stored little-endian at `bytes`
 // (any alignment) to f32. Throws std::runtime_error for any other dtype.

@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    const kvscope::NpyArray array = kvscope::parse_npy(std::as_bytes(std::span(data, size)), "fuzz");
+    const kvscope::NpyArray array =
+        kvscope::parse_npy(std::as_bytes(std::span(data, size)), "fuzz");
     std::uint64_t count = 1;
     for (std::uint64_t d : array.shape) count *= d;
     if (count != array.data.size()) __builtin_trap();  // shape and data must agree

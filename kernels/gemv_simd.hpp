@@ -2,7 +2,6 @@
 // Declaration of the xsimd GEMV kernel and its per-ISA instantiations, for the dispatcher
 // (kernels/gemv.cpp). The body is in gemv_simd_impl.hpp, included only by kernels/arch/.
 #include <cstddef>
-
 #include <xsimd/xsimd.hpp>
 
 namespace kvscope {
@@ -17,9 +16,9 @@ void gemv_kernel(const float* x, const float* w, std::size_t k, std::size_t n, f
 // Instantiated only in the ISA-flagged units of kernels/arch/.
 extern template void gemv_kernel<xsimd::avx512bw>(const float*, const float*, std::size_t,
                                                   std::size_t, float*, int);
-extern template void gemv_kernel<xsimd::fma3<xsimd::avx2>>(const float*, const float*,
-                                                           std::size_t, std::size_t, float*, int);
-extern template void gemv_kernel<xsimd::sse2>(const float*, const float*, std::size_t,
-                                              std::size_t, float*, int);
+extern template void gemv_kernel<xsimd::fma3<xsimd::avx2>>(const float*, const float*, std::size_t,
+                                                           std::size_t, float*, int);
+extern template void gemv_kernel<xsimd::sse2>(const float*, const float*, std::size_t, std::size_t,
+                                              float*, int);
 
 }  // namespace kvscope

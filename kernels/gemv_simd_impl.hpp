@@ -29,8 +29,7 @@ void gemv_kernel(const float* x, const float* w, std::size_t k, std::size_t n, f
         a2 = xsimd::fma(Batch::load_unaligned(w0 + 2 * k + i), xb, a2);
         a3 = xsimd::fma(Batch::load_unaligned(w0 + 3 * k + i), xb, a3);
       }
-      float sums[kRows] = {xsimd::hadd(a0), xsimd::hadd(a1), xsimd::hadd(a2),
-                           xsimd::hadd(a3)};
+      float sums[kRows] = {xsimd::hadd(a0), xsimd::hadd(a1), xsimd::hadd(a2), xsimd::hadd(a3)};
       for (std::size_t r = 0; r < kRows; ++r) {
         for (std::size_t i = k_vec; i < k; ++i) sums[r] += w0[r * k + i] * x[i];
         y[first + r] = sums[r];

@@ -70,15 +70,14 @@ void run(const RunOptions& o) {
   const std::size_t n = input.shape[0];
   for (std::size_t i = 0; i < input.data.size(); ++i) {
     if (!std::isfinite(input.data[i])) {
-      fail(o.input, "row " + std::to_string(i / hidden) + ", column " +
-                        std::to_string(i % hidden) + " is not finite (" +
-                        std::to_string(input.data[i]) + ")");
+      fail(o.input, "row " + std::to_string(i / hidden) + ", column " + std::to_string(i % hidden) +
+                        " is not finite (" + std::to_string(input.data[i]) + ")");
     }
   }
   const std::size_t prefill = o.prefill < 0 ? n : static_cast<std::size_t>(o.prefill);
   if (prefill > n) {
-    fail("--prefill", std::to_string(prefill) + " exceeds the " + std::to_string(n) +
-                          " rows of " + o.input);
+    fail("--prefill",
+         std::to_string(prefill) + " exceeds the " + std::to_string(n) + " rows of " + o.input);
   }
 
   hf.shape.capacity = static_cast<std::int64_t>(n);

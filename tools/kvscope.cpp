@@ -1,9 +1,8 @@
 // Stub main for the models branch only: the lead's tools/kvscope.cpp replaces it and adds
 // the one call kvscope::cli::add_run_command(app).
+#include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
 
 #include "tools/cmd_run.hpp"
 

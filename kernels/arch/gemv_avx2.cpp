@@ -2,6 +2,6 @@
 #include "kernels/gemv_simd_impl.hpp"
 
 namespace kvscope {
-template void gemv_kernel<xsimd::fma3<xsimd::avx2>>(const float*, const float*, std::size_t, std::size_t,
-                                        float*, int);
+template void gemv_kernel<xsimd::fma3<xsimd::avx2>>(const float*, const float*, std::size_t,
+                                                    std::size_t, float*, int);
 }  // namespace kvscope

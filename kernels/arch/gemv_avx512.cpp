@@ -3,5 +3,5 @@
 
 namespace kvscope {
 template void gemv_kernel<xsimd::avx512bw>(const float*, const float*, std::size_t, std::size_t,
-                                        float*, int);
+                                           float*, int);
 }  // namespace kvscope

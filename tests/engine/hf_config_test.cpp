@@ -61,7 +61,8 @@ TEST(HfConfig, LoadLayerShapeFromFile) {
 }
 
 TEST(HfConfig, RefusesBadConfigsNamingTheField) {
-  const std::string base = R"("hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 96)";
+  const std::string base =
+      R"("hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 96)";
   expect_error("{not json", "not valid JSON");
   expect_error("[1]", "not a JSON object");
   expect_error(R"({"num_attention_heads": 4, "intermediate_size": 96})", "\"hidden_size\"");

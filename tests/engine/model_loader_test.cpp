@@ -18,8 +18,14 @@ namespace {
 using test::TempDir;
 
 LayerShape small_shape(std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
-  return {.hidden_size = 64, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim,
-          .ffn_size = 96, .rms_norm_eps = 1e-5, .rope_theta = 10000.0, .capacity = 9};
+  return {.hidden_size = 64,
+          .n_heads = heads,
+          .n_kv_heads = kv_heads,
+          .head_dim = head_dim,
+          .ffn_size = 96,
+          .rms_norm_eps = 1e-5,
+          .rope_theta = 10000.0,
+          .capacity = 9};
 }
 
 // Runs rows [0, prefill) in one prefill and the rest one decode step each.
@@ -66,30 +72,28 @@ TEST_P(LoadAndRun, MatchesFloat64ReferenceForEverySplit) {
     for (std::size_t prefill : {n, std::size_t{0}, std::size_t{1}, std::size_t{5}}) {
       DecoderLayer layer(config, loaded, {.kv_dtype = KvDtype::f32, .isa = isa, .threads = 2});
       const std::vector<float> got = run_split(layer, x, n, prefill);
-      EXPECT_LT(test::relative_error(got, want), 1e-4)
-          << to_string(isa) << " prefill " << prefill;
+      EXPECT_LT(test::relative_error(got, want), 1e-4) << to_string(isa) << " prefill " << prefill;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, LoadAndRun,
-    ::testing::Values(Variant{"F32", 4, 4, 16, false},   // MHA
-                      Variant{"F16", 4, 2, 16, false},   // GQA
-                      Variant{"BF16", 4, 1, 16, false},  // MQA
-                      Variant{"F32", 4, 2, 24, false},   // head_dim 24 ≠ 64 / 4
-                      Variant{"BF16", 8, 2, 8, true},    // sharded index
-                      Variant{"F16", 2, 1, 40, true}),
-    [](const auto& info) {
-      const Variant& v = info.param;
-      return std::string(v.dtype) + "_h" + std::to_string(v.heads) + "_kv" +
-             std::to_string(v.kv_heads) + "_d" + std::to_string(v.head_dim) +
-             (v.sharded ? "_sharded" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(Variants, LoadAndRun,
+                         ::testing::Values(Variant{"F32", 4, 4, 16, false},   // MHA
+                                           Variant{"F16", 4, 2, 16, false},   // GQA
+                                           Variant{"BF16", 4, 1, 16, false},  // MQA
+                                           Variant{"F32", 4, 2, 24, false},  // head_dim 24 ≠ 64 / 4
+                                           Variant{"BF16", 8, 2, 8, true},  // sharded index
+                                           Variant{"F16", 2, 1, 40, true}),
+                         [](const auto& info) {
+                           const Variant& v = info.param;
+                           return std::string(v.dtype) + "_h" + std::to_string(v.heads) + "_kv" +
+                                  std::to_string(v.kv_heads) + "_d" + std::to_string(v.head_dim) +
+                                  (v.sharded ? "_sharded" : "");
+                         });
 
 // Expects loading layer `layer` of `dir` under `shape` to throw naming each of `parts`.
-void expect_load_error(const std::filesystem::path& dir, const LayerShape& shape,
-                       std::size_t layer, std::initializer_list<std::string> parts) {
+void expect_load_error(const std::filesystem::path& dir, const LayerShape& shape, std::size_t layer,
+                       std::initializer_list<std::string> parts) {
   try {
     load_layer_weights(dir, layer, LayerConfig(shape));
     FAIL() << "no exception";

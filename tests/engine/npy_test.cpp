@@ -50,8 +50,9 @@ void expect_error(const std::string& bytes, const std::string& part) {
 
 TEST(Npy, ReadsVersions1To3) {
   for (int major : {1, 2, 3}) {
-    const NpyArray a = parse(npy_bytes(
-        major, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", floats({1, 2, 3, 4, 5, 6})));
+    const NpyArray a =
+        parse(npy_bytes(major, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+                        floats({1, 2, 3, 4, 5, 6})));
     EXPECT_EQ(a.shape, (std::vector<std::uint64_t>{2, 3}));
     EXPECT_EQ(a.data, (std::vector<float>{1, 2, 3, 4, 5, 6}));
   }
@@ -60,10 +61,10 @@ TEST(Npy, ReadsVersions1To3) {
                             floats({7, 8})))
                 .shape,
             (std::vector<std::uint64_t>{2}));
-  EXPECT_EQ(parse(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }",
-                            floats({9})))
-                .data,
-            (std::vector<float>{9}));
+  EXPECT_EQ(
+      parse(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", floats({9})))
+          .data,
+      (std::vector<float>{9}));
 }
 
 TEST(Npy, WriteThenReadRoundTrips) {

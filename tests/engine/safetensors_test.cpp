@@ -80,7 +80,8 @@ TEST(Safetensors, EmptyAndTruncatedFiles) {
   expect_error([&] { SafetensorsFile f(dir / "empty.safetensors"); },
                {"empty.safetensors", "truncated"});
   write_bytes(dir / "short.safetensors", "abc");
-  expect_error([&] { SafetensorsFile f(dir / "short.safetensors"); }, {"short.safetensors", "truncated"});
+  expect_error([&] { SafetensorsFile f(dir / "short.safetensors"); },
+               {"short.safetensors", "truncated"});
   expect_error([&] { SafetensorsFile f(dir / "missing.safetensors"); },
                {"missing.safetensors", "cannot open"});
 }
@@ -91,7 +92,8 @@ TEST(Safetensors, HeaderLengthPastTheEnd) {
   expect_error([&] { SafetensorsFile f(dir / "a.safetensors"); },
                {"a.safetensors", "header length 1000", "past the end"});
   write_bytes(dir / "b.safetensors", raw_safetensors(~0ull, "{}"));
-  expect_error([&] { SafetensorsFile f(dir / "b.safetensors"); }, {"b.safetensors", "past the end"});
+  expect_error([&] { SafetensorsFile f(dir / "b.safetensors"); },
+               {"b.safetensors", "past the end"});
 }
 
 TEST(Safetensors, HeaderNotJson) {
@@ -135,7 +137,8 @@ TEST(Safetensors, MissingTensorWrongShapeAndUnsupportedDtype) {
   tensors["w"] = {"F32", {2, 2}, test::encode({1, 2, 3, 4}, "F32")};
   write_bytes(dir / "a.safetensors", test::safetensors_bytes(tensors));
   SafetensorsFile file(dir / "a.safetensors");
-  expect_error([&] { file.read_f32("absent", dims({1})); }, {"a.safetensors", "'absent'", "not found"});
+  expect_error([&] { file.read_f32("absent", dims({1})); },
+               {"a.safetensors", "'absent'", "not found"});
   expect_error([&] { file.read_f32("w", dims({4})); }, {"a.safetensors", "'w'", "[2, 2]", "[4]"});
   expect_error([&] { file.read_f32("ints", dims({1})); }, {"a.safetensors", "'ints'", "I64"});
 }
@@ -144,7 +147,8 @@ TEST(Safetensors, MetadataMustBeAnObject) {
   TempDir dir;
   const std::string header = R"({"__metadata__":[1]})";
   write_bytes(dir / "a.safetensors", raw_safetensors(header.size(), header));
-  expect_error([&] { SafetensorsFile f(dir / "a.safetensors"); }, {"a.safetensors", "__metadata__"});
+  expect_error([&] { SafetensorsFile f(dir / "a.safetensors"); },
+               {"a.safetensors", "__metadata__"});
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #pragma once
 // Test-only writers for the files `kvscope run` reads: safetensors files, model directories
 // (config.json + one file or shards with an index) and temporary directories.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -8,13 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/layer_config.hpp"
 #include "engine/layer_weights.hpp"
@@ -160,12 +159,13 @@ inline std::map<std::string, TestTensor> layer_tensors(const LayerShape& s, cons
 }
 
 // Random weights of `s`, snapped to `dtype`.
-inline LayerWeights test_weights(const LayerShape& s, std::uint64_t seed, const std::string& dtype) {
+inline LayerWeights test_weights(const LayerShape& s, std::uint64_t seed,
+                                 const std::string& dtype) {
   LayerShape with_capacity = s;
   with_capacity.capacity = 1;
   LayerWeights w = LayerWeights::random(LayerConfig(with_capacity), seed);
-  for (auto* v : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down, &w.attn_norm,
-                  &w.mlp_norm}) {
+  for (auto* v :
+       {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down, &w.attn_norm, &w.mlp_norm}) {
     snap_to_dtype(*v, dtype);
   }
   return w;
@@ -191,7 +191,8 @@ inline LayerWeights write_model(const fs::path& dir, const LayerShape& s, const 
   const std::string shard1 = "model-00002-of-00002.safetensors";
   write_bytes(dir / shard0, safetensors_bytes(t0));
   write_bytes(dir / shard1, safetensors_bytes(t1));
-  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                          {"weight_map", nlohmann::json::object()}};
   for (const auto& [name, t] : t0) index["weight_map"][name] = shard0;
   for (const auto& [name, t] : t1) index["weight_map"][name] = shard1;
   write_bytes(dir / "model.safetensors.index.json", index.dump(2));

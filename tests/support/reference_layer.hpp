@@ -51,8 +51,8 @@ inline std::vector<double> reference_layer(const LayerShape& s, const LayerWeigh
     for (std::size_t t = 0; t < n; ++t)
       for (std::size_t h = 0; h < n_vec_heads; ++h)
         for (std::size_t i = 0; i < half; ++i) {
-          const double angle = static_cast<double>(t) *
-                               std::pow(s.rope_theta, -2.0 * static_cast<double>(i) / hd);
+          const double angle =
+              static_cast<double>(t) * std::pow(s.rope_theta, -2.0 * static_cast<double>(i) / hd);
           double& a = v[t * width + h * hd + i];
           double& b = v[t * width + h * hd + i + half];
           const double a0 = a, b0 = b;
@@ -75,7 +75,8 @@ inline std::vector<double> reference_layer(const LayerShape& s, const LayerWeigh
       double max_score = -INFINITY;
       for (std::size_t u = 0; u <= t; ++u) {
         double dot = 0;
-        for (std::size_t i = 0; i < hd; ++i) dot += q[t * Q + hq * hd + i] * k[u * KV + hk * hd + i];
+        for (std::size_t i = 0; i < hd; ++i)
+          dot += q[t * Q + hq * hd + i] * k[u * KV + hk * hd + i];
         scores[u] = dot / std::sqrt(static_cast<double>(hd));
         max_score = std::max(max_score, scores[u]);
       }

@@ -2,10 +2,10 @@
 // float64 reference for several prefill splits, and for every bad input one clear message,
 // exit status 1 or 2, and an existing output file left as it was.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <string>
-#include <sys/wait.h>
 
 #include "engine/npy.hpp"
 #include "support/model_files.hpp"
@@ -34,8 +34,14 @@ Result kvscope(const TempDir& dir, const std::string& args) {
 class RunCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    shape_ = {.hidden_size = 32, .n_heads = 4, .n_kv_heads = 2, .head_dim = 12, .ffn_size = 48,
-              .rms_norm_eps = 1e-5, .rope_theta = 10000.0, .capacity = 1};
+    shape_ = {.hidden_size = 32,
+              .n_heads = 4,
+              .n_kv_heads = 2,
+              .head_dim = 12,
+              .ffn_size = 48,
+              .rms_norm_eps = 1e-5,
+              .rope_theta = 10000.0,
+              .capacity = 1};
     model_ = dir_ / "model";
     std::filesystem::create_directory(model_);
     weights_ = test::write_model(model_, shape_, "BF16", false);
@@ -88,8 +94,9 @@ TEST_F(RunCli, BadInputsFailCleanlyAndKeepTheOutput) {
   nan_x[40] = std::nanf("");
   write_npy(dir_ / "nan.npy", std::vector<std::uint64_t>{n_, 32}, nan_x);
   expect_failure(base_args("nan.npy"), {"nan.npy", "row 1, column 8", "not finite"});
-  test::write_bytes(dir_ / "f64.npy", test::read_bytes(dir_ / "x.npy").replace(
-                                          test::read_bytes(dir_ / "x.npy").find("<f4"), 3, "<f8"));
+  test::write_bytes(dir_ / "f64.npy",
+                    test::read_bytes(dir_ / "x.npy")
+                        .replace(test::read_bytes(dir_ / "x.npy").find("<f4"), 3, "<f8"));
   expect_failure(base_args("f64.npy"), {"f64.npy", "'<f8'"});
   test::write_bytes(dir_ / "empty.npy", "");
   expect_failure(base_args("empty.npy"), {"empty.npy", "truncated"});
@@ -127,7 +134,8 @@ TEST_F(RunCli, BadModelsFailCleanlyAndKeepTheOutput) {
   const std::string weights = test::read_bytes(model_ / "model.safetensors");
   test::write_bytes(model_ / "model.safetensors", weights.substr(0, 5));
   expect_failure(base_args(), {"model.safetensors", "truncated"});
-  test::write_bytes(model_ / "model.safetensors", weights.substr(0, 8) + "{{{{" + weights.substr(12));
+  test::write_bytes(model_ / "model.safetensors",
+                    weights.substr(0, 8) + "{{{{" + weights.substr(12));
   expect_failure(base_args(), {"model.safetensors", "not valid JSON"});
   test::write_bytes(model_ / "model.safetensors", "");
   expect_failure(base_args(), {"model.safetensors", "truncated"});
