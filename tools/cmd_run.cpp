@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -100,6 +101,10 @@ void run(const RunOptions& o) {
     output.insert(output.end(), y.begin(), y.end());
   }
   write_npy(o.output, input.shape, output);
+  std::cout << "wrote " << o.output << " [" << n << " × " << hidden << "]: layer " << o.layer
+            << ", " << prefill << " rows prefilled, " << n - prefill << " decoded, isa "
+            << to_string(isa) << ", kv " << to_string(kv_dtype) << ", " << o.threads
+            << " threads\n";
 }
 
 }  // namespace
