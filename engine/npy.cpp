@@ -177,12 +177,13 @@ NpyArray parse_npy(std::span<const std::byte> file, std::string_view label) {
   const std::uint64_t data_begin = header_begin + header_bytes;
   const std::uint64_t data_bytes = file.size() - data_begin;
   if (count > data_bytes / 4 || count * 4 != data_bytes) {
-    std::string shape = "(";
-    for (std::uint64_t d : array.shape) shape += std::to_string(d) + ",";
-    fail(label, "shape " + shape + ") of float32 needs " +
-                    (count > data_bytes ? std::string("more than ") + std::to_string(data_bytes)
-                                        : std::to_string(count * 4)) +
-                    " data bytes, the file holds " + std::to_string(data_bytes));
+    std::string shape;
+    for (std::size_t i = 0; i < array.shape.size(); ++i) {
+      shape += (i > 0 ? ", " : "") + std::to_string(array.shape[i]);
+    }
+    fail(label, "shape (" + shape + ") has " + std::to_string(count) +
+                    " float32 values but the file holds " + std::to_string(data_bytes) +
+                    " data bytes");
   }
   array.data.resize(count);
   if (count > 0) std::memcpy(array.data.data(), file.data() + data_begin, count * 4);
