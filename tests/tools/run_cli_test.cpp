@@ -1,4 +1,4 @@
-// `kvscope run` end to end through the built binary ($KVSCOPE_BIN): the output against the
+// `kvscope run` end to end through the built binary: the output against the
 // float64 reference for several prefill splits, and for every bad input one clear message,
 // exit status 1 or 2, and an existing output file left as it was.
 #include <gtest/gtest.h>
@@ -23,7 +23,11 @@ struct Result {
 
 // Runs `kvscope <args>` with stderr captured.
 Result kvscope(const TempDir& dir, const std::string& args) {
+  // $KVSCOPE_BIN, else the path tests/CMakeLists.txt compiles in (main's mechanism).
   const char* bin = std::getenv("KVSCOPE_BIN");
+#ifdef KVSCOPE_BIN_DEFAULT
+  if (bin == nullptr) bin = KVSCOPE_BIN_DEFAULT;
+#endif
   EXPECT_NE(bin, nullptr) << "KVSCOPE_BIN is not set";
   const std::string err_path = (dir / "stderr.txt").string();
   const std::string cmd = std::string(bin) + " " + args + " 2> " + err_path + " > /dev/null";
