@@ -6,6 +6,7 @@
 #include "engine/kv_cache.hpp"
 #include "engine/layer_config.hpp"
 #include "engine/layer_weights.hpp"
+#include "engine/projector.hpp"
 #include "kernels/isa.hpp"
 
 namespace kvscope {
@@ -46,6 +47,7 @@ class DecoderLayer {
   LayerWeights weights_;
   Options options_;
   KvCache cache_;
+  Projector projector_;  // matmul_ref for Isa::scalar, else oneDNN / GEMV
 };
 
 }  // namespace kvscope

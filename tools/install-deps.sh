@@ -8,6 +8,7 @@ packages=(
   libxsimd-dev xtl-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
+  clang libclang-rt-dev  # libFuzzer targets (cmake --preset fuzz); -rt- is only a Recommends
 )
 
 missing=()

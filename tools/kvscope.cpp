@@ -3,6 +3,7 @@
 #include <exception>
 #include <vector>
 
+#include "tools/cmd_run.hpp"
 #include "tools/commands.hpp"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   kvscope::cli::add_size_command(app);
   kvscope::cli::add_trace_command(app);
   kvscope::cli::add_decode_command(app);
+  kvscope::cli::add_run_command(app);
   // No arguments: the default report.
   std::vector<char*> args(argv, argv + argc);
   char report[] = "report";

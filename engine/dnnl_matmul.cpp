@@ -1,0 +1,75 @@
+#include "engine/dnnl_matmul.hpp"
+
+#include <omp.h>
+
+#include <dnnl.hpp>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+namespace kvscope {
+
+struct DnnlMatmul::Impl {
+  using Shape = std::tuple<std::size_t, std::size_t, std::size_t>;  // (m, k, n)
+  struct Entry {
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul primitive;
+  };
+
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<Shape, Entry> primitives;
+
+  Entry& get(std::size_t m, std::size_t k, std::size_t n) {
+    const Shape key{m, k, n};
+    auto it = primitives.find(key);
+    if (it != primitives.end()) return it->second;
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    const auto dim = [](std::size_t v) { return static_cast<dnnl::memory::dim>(v); };
+    const dnnl::memory::desc src({dim(m), dim(k)}, dt::f32, tag::ab);
+    const dnnl::memory::desc weights({dim(k), dim(n)}, dt::f32, tag::ba);  // W[n × k] row-major
+    const dnnl::memory::desc dst({dim(m), dim(n)}, dt::f32, tag::ab);
+    try {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), engine);
+      dnnl::matmul primitive(pd);
+      return primitives.emplace(key, Entry{std::move(pd), std::move(primitive)}).first->second;
+    } catch (const dnnl::error& e) {
+      throw std::runtime_error("oneDNN matmul " + std::to_string(m) + "×" + std::to_string(k) +
+                               " · " + std::to_string(k) + "×" + std::to_string(n) +
+                               " unavailable: " + e.what());
+    }
+  }
+};
+
+DnnlMatmul::DnnlMatmul() : impl_(std::make_unique<Impl>()) {}
+DnnlMatmul::~DnnlMatmul() = default;
+DnnlMatmul::DnnlMatmul(DnnlMatmul&&) noexcept = default;
+DnnlMatmul& DnnlMatmul::operator=(DnnlMatmul&&) noexcept = default;
+
+void DnnlMatmul::multiply(const float* x, const float* w, std::size_t m, std::size_t k,
+                          std::size_t n, float* y, int threads) {
+  Impl::Entry& e = impl_->get(m, k, n);
+  // oneDNN's memory objects wrap our buffers without copying; inputs are only read.
+  dnnl::memory src(e.pd.src_desc(), impl_->engine, const_cast<float*>(x));
+  dnnl::memory weights(e.pd.weights_desc(), impl_->engine, const_cast<float*>(w));
+  dnnl::memory dst(e.pd.dst_desc(), impl_->engine, y);
+  // Restores the caller's thread count even if oneDNN throws.
+  struct ThreadCount {
+    int previous = omp_get_max_threads();
+    explicit ThreadCount(int threads) { omp_set_num_threads(threads); }
+    ~ThreadCount() { omp_set_num_threads(previous); }
+  } thread_count(threads);
+  e.primitive.execute(impl_->stream,
+                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+  impl_->stream.wait();
+}
+
+std::size_t DnnlMatmul::cached_primitives() const { return impl_->primitives.size(); }
+
+std::string DnnlMatmul::implementation(std::size_t m, std::size_t k, std::size_t n) {
+  return impl_->get(m, k, n).pd.impl_info_str();
+}
+
+}  // namespace kvscope

@@ -1,0 +1,142 @@
+#include "engine/model_loader.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "engine/safetensors.hpp"
+
+namespace kvscope {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+[[noreturn]] void fail(const fs::path& file, const std::string& message) {
+  throw std::runtime_error(file.string() + ": " + message);
+}
+
+// Tensor name → shard file, from the index if there is one, else everything in
+// model.safetensors. Opens each shard once, on first use.
+class ShardSet {
+ public:
+  explicit ShardSet(const fs::path& dir) : dir_(dir) {
+    const fs::path index = dir / "model.safetensors.index.json";
+    if (!fs::exists(index)) {
+      single_ = dir / "model.safetensors";
+      if (!fs::exists(single_)) {
+        fail(dir, "holds neither model.safetensors nor model.safetensors.index.json");
+      }
+      return;
+    }
+    index_path_ = index;
+    std::ifstream in(index, std::ios::binary);
+    if (!in) fail(index, std::string("cannot open: ") + std::strerror(errno));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    json parsed = json::parse(text, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object()) fail(index, "not a JSON object");
+    const auto map = parsed.find("weight_map");
+    if (map == parsed.end() || !map->is_object()) fail(index, "missing object \"weight_map\"");
+    weight_map_ = *map;
+  }
+
+  // The open shard holding `tensor`.
+  const SafetensorsFile& file_of(const std::string& tensor) {
+    fs::path file = single_;
+    if (file.empty()) {
+      const auto it = weight_map_.find(tensor);
+      if (it == weight_map_.end()) {
+        fail(index_path_, "tensor '" + tensor + "' is missing from weight_map");
+      }
+      if (!it->is_string())
+        fail(index_path_, "weight_map entry of '" + tensor + "' is not a string");
+      const fs::path name = it->get<std::string>();
+      // Shards live beside the index: refuse names that would reach elsewhere.
+      if (name.empty() || name.has_parent_path() || name == "." || name == "..") {
+        fail(index_path_, "weight_map entry of '" + tensor + "' names \"" + name.string() +
+                              "\", not a file in the model directory");
+      }
+      file = dir_ / name;
+    }
+    auto& open = open_[file.string()];
+    if (!open) open = std::make_unique<SafetensorsFile>(file);
+    if (!open->contains(tensor)) {
+      fail(file, "tensor '" + tensor + "' not found" +
+                     (single_.empty()
+                          ? " (weight_map of " + index_path_.filename().string() + " points here)"
+                          : ""));
+    }
+    return *open;
+  }
+
+ private:
+  fs::path dir_, single_, index_path_;
+  json weight_map_;
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
+};
+
+// One tensor to load: its name suffix, the expected [out, in], and which config.json fields
+// those sizes come from (for messages).
+struct TensorSpec {
+  const char* suffix;
+  std::vector<float> LayerWeights::*member;
+  std::vector<std::uint64_t> shape;
+  const char* derived_from;
+};
+
+}  // namespace
+
+LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
+                                const LayerConfig& c) {
+  const std::uint64_t hidden = c.hidden_size(), q = c.q_width(), kv = c.kv_width(),
+                      ffn = c.ffn_size();
+  const char* const q_fields = "[num_attention_heads·head_dim, hidden_size]";
+  const char* const kv_fields = "[num_key_value_heads·head_dim, hidden_size]";
+  const TensorSpec specs[] = {
+      {"self_attn.q_proj.weight", &LayerWeights::wq, {q, hidden}, q_fields},
+      {"self_attn.k_proj.weight", &LayerWeights::wk, {kv, hidden}, kv_fields},
+      {"self_attn.v_proj.weight", &LayerWeights::wv, {kv, hidden}, kv_fields},
+      {"self_attn.o_proj.weight",
+       &LayerWeights::wo,
+       {hidden, q},
+       "[hidden_size, num_attention_heads·head_dim]"},
+      {"mlp.gate_proj.weight",
+       &LayerWeights::w_gate,
+       {ffn, hidden},
+       "[intermediate_size, hidden_size]"},
+      {"mlp.up_proj.weight",
+       &LayerWeights::w_up,
+       {ffn, hidden},
+       "[intermediate_size, hidden_size]"},
+      {"mlp.down_proj.weight",
+       &LayerWeights::w_down,
+       {hidden, ffn},
+       "[hidden_size, intermediate_size]"},
+      {"input_layernorm.weight", &LayerWeights::attn_norm, {hidden}, "[hidden_size]"},
+      {"post_attention_layernorm.weight", &LayerWeights::mlp_norm, {hidden}, "[hidden_size]"},
+  };
+
+  ShardSet shards(model_dir);
+  LayerWeights weights;
+  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+  for (const TensorSpec& spec : specs) {
+    const std::string name = prefix + spec.suffix;
+    const SafetensorsFile& file = shards.file_of(name);
+    const TensorEntry& entry = file.entry(name);
+    if (entry.shape != spec.shape) {
+      fail(file.path(), "tensor '" + name + "' has shape " + shape_to_string(entry.shape) +
+                            " but config.json gives " + shape_to_string(spec.shape) + " = " +
+                            spec.derived_from);
+    }
+    weights.*spec.member = file.read_f32(name, spec.shape);
+  }
+  return weights;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,23 @@
+#pragma once
+// Loading one decoder layer of a Hugging Face Llama-family model directory:
+//   DIR/config.json, and DIR/model.safetensors or shards listed in
+//   DIR/model.safetensors.index.json ({"weight_map": {tensor name: shard file name}}).
+#include <cstddef>
+#include <filesystem>
+
+#include "engine/hf_config.hpp"
+#include "engine/layer_weights.hpp"
+
+namespace kvscope {
+
+// The tensors of layer `layer`, converted to f32:
+//   model.layers.I.self_attn.{q,k,v,o}_proj.weight, model.layers.I.mlp.{gate,up,down}_proj
+//   .weight, model.layers.I.{input,post_attention}_layernorm.weight, stored [out, in].
+// Only those tensors' bytes are read (the files are memory-mapped). Throws
+// std::runtime_error naming the file and the tensor or field: a missing file or tensor, a
+// malformed safetensors file or index, a shape that disagrees with `config` (naming the
+// config.json fields it follows from), or a dtype other than F32, F16, BF16.
+LayerWeights load_layer_weights(const std::filesystem::path& model_dir, std::size_t layer,
+                                const LayerConfig& config);
+
+}  // namespace kvscope

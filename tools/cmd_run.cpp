@@ -1,0 +1,133 @@
+// kvscope run --model DIR --layer I --input X.npy --output Y.npy [--prefill P]
+//             [--kv-dtype f32|f16|bf16|int8] [--threads T] [--isa scalar|sse2|avx2|avx512]
+// Loads layer I of the model in DIR (config.json + safetensors), feeds X [n × hidden] at
+// positions 0 … n−1 (rows 0 … P−1 in one prefill, the rest one decode step each, cache
+// capacity n) and writes the layer's output [n × hidden] to Y as float32.
+#include "tools/cmd_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/decoder_layer.hpp"
+#include "engine/hf_config.hpp"
+#include "engine/model_loader.hpp"
+#include "engine/npy.hpp"
+#include "engine/safetensors.hpp"
+#include "kernels/isa.hpp"
+#include "kernels/kv_dtype.hpp"
+
+namespace kvscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunOptions {
+  std::string model_dir;
+  std::int64_t layer = -1;
+  std::string input, output;
+  std::int64_t prefill = -1;  // -1: all rows
+  std::string kv_dtype = "f32";
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string isa;
+};
+
+[[noreturn]] void fail(const std::string& where, const std::string& message) {
+  throw std::runtime_error(where + ": " + message);
+}
+
+// Runs the layer and writes the output; every error names the file and the field.
+void run(const RunOptions& o) {
+  const Isa isa = select_isa(o.isa);
+  const KvDtype kv_dtype = parse_kv_dtype(o.kv_dtype);
+  if (o.threads < 1) fail("--threads", "must be at least 1, got " + std::to_string(o.threads));
+
+  const fs::path config_path = fs::path(o.model_dir) / "config.json";
+  HfModelConfig hf = load_hf_config(config_path);
+  if (hf.has_rope_scaling) {
+    fail(config_path.string(), "rope_scaling is not supported (plain RoPE only)");
+  }
+  if (hf.has_biases) {
+    fail(config_path.string(), "attention_bias / mlp_bias are not supported (Llama has none)");
+  }
+  if (o.layer < 0) fail("--layer", "must be at least 0, got " + std::to_string(o.layer));
+  if (hf.num_hidden_layers >= 0 && o.layer >= hf.num_hidden_layers) {
+    fail("--layer", std::to_string(o.layer) + " is out of range: " + config_path.string() +
+                        " has num_hidden_layers " + std::to_string(hf.num_hidden_layers));
+  }
+
+  const NpyArray input = read_npy(o.input);
+  const auto hidden = static_cast<std::uint64_t>(hf.shape.hidden_size);
+  if (input.shape.size() != 2 || input.shape[0] == 0 || input.shape[1] != hidden) {
+    fail(o.input, "expected a float32 array [n, hidden_size = " + std::to_string(hidden) +
+                      "] with n ≥ 1, got shape " + shape_to_string(input.shape));
+  }
+  const std::size_t n = input.shape[0];
+  for (std::size_t i = 0; i < input.data.size(); ++i) {
+    if (!std::isfinite(input.data[i])) {
+      fail(o.input, "row " + std::to_string(i / hidden) + ", column " + std::to_string(i % hidden) +
+                        " is not finite (" + std::to_string(input.data[i]) + ")");
+    }
+  }
+  const std::size_t prefill = o.prefill < 0 ? n : static_cast<std::size_t>(o.prefill);
+  if (prefill > n) {
+    fail("--prefill",
+         std::to_string(prefill) + " exceeds the " + std::to_string(n) + " rows of " + o.input);
+  }
+
+  hf.shape.capacity = static_cast<std::int64_t>(n);
+  const LayerConfig config = [&] {
+    try {
+      return LayerConfig(hf.shape);
+    } catch (const std::exception& e) {
+      fail(config_path.string(), e.what());
+    }
+  }();
+  LayerWeights weights = load_layer_weights(o.model_dir, static_cast<std::size_t>(o.layer), config);
+  DecoderLayer layer(config, std::move(weights),
+                     {.kv_dtype = kv_dtype, .isa = isa, .threads = o.threads});
+
+  std::vector<float> output;
+  output.reserve(n * hidden);
+  if (prefill > 0) output = layer.prefill(input.data.data(), prefill);
+  for (std::size_t row = prefill; row < n; ++row) {
+    const std::vector<float> y = layer.decode(input.data.data() + row * hidden);
+    output.insert(output.end(), y.begin(), y.end());
+  }
+  write_npy(o.output, input.shape, output);
+  std::cout << "wrote " << o.output << " [" << n << " × " << hidden << "]: layer " << o.layer
+            << ", " << prefill << " rows prefilled, " << n - prefill << " decoded, isa "
+            << to_string(isa) << ", kv " << to_string(kv_dtype) << ", " << o.threads
+            << " threads\n";
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run one decoder layer of a Hugging Face Llama-family model on an .npy input");
+  cmd->add_option("--model", options->model_dir,
+                  "Model directory: config.json and model.safetensors (or shards + index)")
+      ->required();
+  cmd->add_option("--layer", options->layer, "Layer index I (model.layers.I.*)")->required();
+  cmd->add_option("--input", options->input, "Input X.npy, float32 [n, hidden_size]")->required();
+  cmd->add_option("--output", options->output, "Output Y.npy, float32 [n, hidden_size]")
+      ->required();
+  cmd->add_option("--prefill", options->prefill,
+                  "Rows through one prefill; the rest decode one at a time (default: all)");
+  cmd->add_option("--kv-dtype", options->kv_dtype, "KV cache type: f32, f16, bf16, int8")
+      ->capture_default_str();
+  cmd->add_option("--threads", options->threads, "Threads")->capture_default_str();
+  cmd->add_option("--isa", options->isa,
+                  "scalar, sse2, avx2 or avx512 (default: $KVSCOPE_ISA, else the best)");
+  cmd->callback([options] { run(*options); });
+}
+
+}  // namespace kvscope::cli
