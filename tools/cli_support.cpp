@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "engine/hf_config.hpp"
 #include "engine/model_presets.hpp"
 
 namespace kvscope::cli {
@@ -22,17 +23,35 @@ void AttentionShapeFlags::add_to(CLI::App& app, bool with_layers, bool with_toke
   std::string names;
   for (const ModelPreset& p : model_presets()) names += (names.empty() ? "" : " | ") + std::string(p.name);
   app.add_option("--model", model, "model preset: " + names);
+  app.add_option("--config", config, "a Hugging Face config.json to take the shape from")
+      ->excludes("--model");
 }
 
 void AttentionShapeFlags::resolve(const CLI::App& app) {
+  ModelPreset from{};
   if (!model.empty()) {
-    const ModelPreset& p = find_model_preset(model);
-    if (app.count("--heads") == 0) heads = p.n_heads;
-    if (app.count("--kv-heads") == 0) kv_heads = p.n_kv_heads;
-    if (app.count("--d-head") == 0) d_head = p.head_dim;
-    if (app.count("--layers") == 0) layers = p.n_layers;
+    from = find_model_preset(model);
+  } else if (!config.empty()) {
+    const HfModelConfig hf = load_hf_config(config);
+    from = {.n_heads = hf.shape.n_heads, .n_kv_heads = hf.shape.n_kv_heads,
+            .head_dim = hf.shape.head_dim, .n_layers = hf.num_hidden_layers,
+            .hidden_size = hf.shape.hidden_size, .ffn_size = hf.shape.ffn_size};
   }
-  if (app.count("--kv-heads") == 0 && model.empty()) kv_heads = heads;
+  const bool explicit_kv_heads = app.get_option_no_throw("--kv-heads") != nullptr &&
+                                 app.count("--kv-heads") > 0;
+  if (from.n_heads > 0) {
+    if (app.count("--heads") == 0) heads = from.n_heads;
+    if (!explicit_kv_heads) kv_heads = from.n_kv_heads;
+    if (app.count("--d-head") == 0) d_head = from.head_dim;
+    if (from.n_layers > 0 && app.get_option_no_throw("--layers") != nullptr &&
+        app.count("--layers") == 0) {
+      layers = from.n_layers;
+    }
+    hidden_size = from.hidden_size;
+    ffn_size = from.ffn_size;
+  } else if (!explicit_kv_heads) {
+    kv_heads = heads;
+  }
 }
 
 void ComputeFlags::add_to(CLI::App& app) {

@@ -10,8 +10,8 @@
 
 namespace kvscope::cli {
 
-// --heads, --kv-heads (default: --heads), --d-head, --tokens and --model PRESET (which fills
-// the first three; explicit flags win). Values are checked later by the engine, so a bad one
+// --heads, --kv-heads (default: --heads), --d-head, --tokens, and --model PRESET or
+// --config config.json, which fill the shape (explicit flags win). Values are checked later by the engine, so a bad one
 // gets the engine's message naming it.
 struct AttentionShapeFlags {
   std::int64_t heads = 32;
@@ -20,10 +20,13 @@ struct AttentionShapeFlags {
   std::int64_t tokens = 2000;
   std::int64_t layers = 1;
   std::string model;
+  std::string config;              // a Hugging Face config.json
+  std::int64_t hidden_size = 0;    // from --model or --config; 0 when neither gave it
+  std::int64_t ffn_size = 0;
 
   // --tokens and --kv-heads are left out where a command takes them as lists.
   void add_to(CLI::App& app, bool with_layers, bool with_tokens_and_kv_heads = true);
-  // Applies --model and the --kv-heads default; call from the subcommand's callback.
+  // Applies --model / --config and the --kv-heads default; call from the subcommand's callback.
   void resolve(const CLI::App& app);
 };
 

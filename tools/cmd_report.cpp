@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "engine/memory.hpp"
-#include "engine/model_presets.hpp"
 #include "engine/report.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"
@@ -93,19 +92,15 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   for (const std::string& name : split_list(f.kv_dtypes)) request.kv_dtypes.push_back(parse_kv_dtype(name));
   request.hidden_size = f.shape.heads * f.shape.d_head;
   request.ffn_size = llama_ffn_size(request.hidden_size);
-  if (!f.shape.model.empty()) {
-    const ModelPreset& p = find_model_preset(f.shape.model);
-    if (cmd.count("--heads") == 0 && cmd.count("--d-head") == 0) {
-      request.hidden_size = p.hidden_size;
-      request.ffn_size = p.ffn_size;
-    }
-    if (f.kv_heads.empty() && p.n_kv_heads != p.n_heads && cmd.count("--heads") == 0) {
-      request.kv_heads = default_kv_heads(request.n_heads);
-      if (std::find(request.kv_heads.begin(), request.kv_heads.end(), p.n_kv_heads) ==
+  const bool from_model = f.shape.hidden_size > 0;  // --model or --config
+  if (from_model && cmd.count("--heads") == 0 && cmd.count("--d-head") == 0) {
+    request.hidden_size = f.shape.hidden_size;
+    request.ffn_size = f.shape.ffn_size;
+  }
+  if (from_model && f.kv_heads.empty() &&
+      std::find(request.kv_heads.begin(), request.kv_heads.end(), f.shape.kv_heads) ==
           request.kv_heads.end()) {
-        request.kv_heads.push_back(p.n_kv_heads);  // the model's own shape is always a row
-      }
-    }
+    request.kv_heads.push_back(f.shape.kv_heads);  // the model's own shape is always a row
   }
   request.measure_layer = !f.no_layer;
   request.isa = f.compute.resolved_isa();

@@ -202,3 +202,46 @@ TEST(KvscopeReport, BadFlagsAndImpossibleShapes) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string write_config(const std::string& text) {
+  const std::string path = ::testing::TempDir() + "kvscope_cli_config.json";
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), file);
+  std::fclose(file);
+  return path;
+}
+
+TEST(KvscopeConfig, SizeAndReportTakeTheShapeFromConfigJson) {
+  const std::string path = write_config(
+      R"({"hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
+          "intermediate_size": 512, "num_hidden_layers": 3, "rms_norm_eps": 1e-5})");
+  const nlohmann::json size = json_of("size --json --tokens 10 --config " + path);
+  EXPECT_EQ(size["n_heads"], 8);
+  EXPECT_EQ(size["n_kv_heads"], 2);
+  EXPECT_EQ(size["head_dim"], 32);
+  EXPECT_EQ(size["layers"], 3);
+  EXPECT_EQ(size["total_bytes"], 2 * 2 * 32 * 4 * 10 * 3);
+  const nlohmann::json report =
+      json_of("report --json --tokens 16 --kv-dtypes f32 --steps 2 --threads 1 --config " + path);
+  ASSERT_EQ(report.size(), 3u);  // MHA (8), GQA-2 (the model's own), MQA
+  EXPECT_EQ(report[0]["n_heads"], 8);
+  EXPECT_EQ(report[1]["n_kv_heads"], 2);
+  EXPECT_GT(report[1]["layer_tokens_per_s"].get<double>(), 0.0);
+}
+
+TEST(KvscopeConfig, BadConfigIsOneClearLine) {
+  const std::string path = write_config(R"({"hidden_size": 256, "num_attention_heads": 8})");
+  const CommandResult r = kvscope("size --config " + path);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("intermediate_size"), std::string::npos) << r.out;
+  const CommandResult missing = kvscope("size --config /nonexistent/config.json");
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.out.find("/nonexistent/config.json"), std::string::npos) << missing.out;
+  const CommandResult both = kvscope("size --config " + path + " --model llama-2-7b");
+  EXPECT_NE(both.status, 0);
+  EXPECT_NE(both.out.find("excludes"), std::string::npos) << both.out;
+}
+
+}  // namespace
