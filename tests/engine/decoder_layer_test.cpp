@@ -1,4 +1,4 @@
-// The decoder layer against an independent double-precision implementation, and the
+// The decoder layer against the independent float64 layer of tests/support, and the
 // prefill/decode equivalence: any split of a sequence gives one prefill's outputs.
 #include "engine/decoder_layer.hpp"
 
@@ -8,76 +8,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "support/reference_layer.hpp"
+
 namespace kvscope {
 namespace {
-
-// Llama decoder layer in float64, written from the definition, sharing no code with the engine.
-std::vector<double> layer_f64(const LayerConfig& c, const LayerWeights& w, const std::vector<float>& x,
-                              std::size_t n) {
-  const std::size_t H = c.hidden_size(), nh = c.n_heads(), nkv = c.n_kv_heads(), d = c.head_dim();
-  auto rmsnorm = [&](const std::vector<double>& in, const std::vector<float>& g) {
-    std::vector<double> out(in.size());
-    for (std::size_t r = 0; r < n; ++r) {
-      double ss = 0;
-      for (std::size_t i = 0; i < H; ++i) ss += in[r * H + i] * in[r * H + i];
-      const double inv = 1.0 / std::sqrt(ss / H + c.rms_norm_eps());
-      for (std::size_t i = 0; i < H; ++i) out[r * H + i] = in[r * H + i] * inv * g[i];
-    }
-    return out;
-  };
-  auto linear = [&](const std::vector<double>& in, const std::vector<float>& W, std::size_t k,
-                    std::size_t m) {
-    std::vector<double> out(n * m);
-    for (std::size_t r = 0; r < n; ++r)
-      for (std::size_t o = 0; o < m; ++o) {
-        double s = 0;
-        for (std::size_t i = 0; i < k; ++i) s += in[r * k + i] * W[o * k + i];
-        out[r * m + o] = s;
-      }
-    return out;
-  };
-  auto rope = [&](std::vector<double>& v, std::size_t heads) {
-    for (std::size_t p = 0; p < n; ++p)
-      for (std::size_t h = 0; h < heads; ++h)
-        for (std::size_t i = 0; i < d / 2; ++i) {
-          const double a = p * std::pow(double(c.rope_theta()), -2.0 * i / d);
-          double& x1 = v[(p * heads + h) * d + i];
-          double& x2 = v[(p * heads + h) * d + i + d / 2];
-          const double r1 = x1 * std::cos(a) - x2 * std::sin(a), r2 = x2 * std::cos(a) + x1 * std::sin(a);
-          x1 = r1;
-          x2 = r2;
-        }
-  };
-  const std::vector<double> xd(x.begin(), x.end());
-  const std::vector<double> h = rmsnorm(xd, w.attn_norm);
-  std::vector<double> q = linear(h, w.wq, H, nh * d), k = linear(h, w.wk, H, nkv * d),
-                      v = linear(h, w.wv, H, nkv * d);
-  rope(q, nh);
-  rope(k, nkv);
-  std::vector<double> att(n * nh * d, 0.0);
-  for (std::size_t p = 0; p < n; ++p)
-    for (std::size_t hh = 0; hh < nh; ++hh) {
-      const std::size_t g = hh / (nh / nkv);
-      std::vector<double> s(p + 1);
-      double mx = -1e300, sum = 0;
-      for (std::size_t t = 0; t <= p; ++t) {
-        double dot = 0;
-        for (std::size_t j = 0; j < d; ++j) dot += q[(p * nh + hh) * d + j] * k[(t * nkv + g) * d + j];
-        mx = std::max(mx, s[t] = dot / std::sqrt(double(d)));
-      }
-      for (double& e : s) sum += (e = std::exp(e - mx));
-      for (std::size_t t = 0; t <= p; ++t)
-        for (std::size_t j = 0; j < d; ++j) att[(p * nh + hh) * d + j] += s[t] / sum * v[(t * nkv + g) * d + j];
-    }
-  std::vector<double> y = linear(att, w.wo, nh * d, H);
-  for (std::size_t i = 0; i < y.size(); ++i) y[i] += xd[i];
-  const std::vector<double> h2 = rmsnorm(y, w.mlp_norm);
-  std::vector<double> gate = linear(h2, w.w_gate, H, c.ffn_size()), up = linear(h2, w.w_up, H, c.ffn_size());
-  for (std::size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
-  std::vector<double> out = linear(gate, w.w_down, c.ffn_size(), H);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] += y[i];
-  return out;
-}
 
 double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
   double err = 0, mag = 0;
@@ -98,11 +32,12 @@ void PrintTo(const Shape& s, std::ostream* os) {
 
 class DecoderLayerTest : public ::testing::TestWithParam<Shape> {
  protected:
-  LayerConfig config(std::int64_t capacity) const {
+  LayerShape shape(std::int64_t capacity) const {
     const Shape s = GetParam();
-    return LayerConfig({.hidden_size = 48, .n_heads = s.heads, .n_kv_heads = s.kv_heads,
-                        .head_dim = s.head_dim, .ffn_size = 80, .capacity = capacity});
+    return {.hidden_size = 48, .n_heads = s.heads, .n_kv_heads = s.kv_heads,
+            .head_dim = s.head_dim, .ffn_size = 80, .capacity = capacity};
   }
+  LayerConfig config(std::int64_t capacity) const { return LayerConfig(shape(capacity)); }
 };
 
 TEST_P(DecoderLayerTest, MatchesFloat64Layer) {
@@ -113,7 +48,7 @@ TEST_P(DecoderLayerTest, MatchesFloat64Layer) {
   fill_uniform(x, 99, -1, 1);
   DecoderLayer layer(c, w, {.threads = 2});
   const std::vector<float> y = layer.prefill(x.data(), n);
-  EXPECT_LT(relative_error(y, layer_f64(c, w, x, n)), 1e-5);
+  EXPECT_LT(relative_error(y, test::reference_layer(shape(n), w, x, n)), 1e-5);
 }
 
 TEST_P(DecoderLayerTest, EveryPrefillDecodeSplitEqualsOnePrefill) {
