@@ -57,9 +57,10 @@ constexpr std::size_t haddp_slot(std::size_t r) {
 }
 
 // s[0, round_up(n, W)) ← q · k_r (× k_scale[r] for int8) for rows r < n, −inf beyond n.
+// row_major: visit rows one after another (cache rows); else chunk-major (L1 tiles).
 // W rows at a time: W partial-sum vectors are reduced together by one haddp (a transpose-add)
 // instead of W horizontal sums.
-template <class A, KvDtype D>
+template <class A, KvDtype D, bool row_major>
 void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::size_t n,
                   std::size_t nv, const float* k_scale, float* s) {
   using B = fbatch<A>;
@@ -71,7 +72,19 @@ void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::s
     const elem_t<D>* base = k + r0 * stride;
     B parts[W];
     for (std::size_t r = 0; r < W; ++r) parts[r] = B(0.0f);
-    if (rows == W) {
+    if (rows == W && row_major) {
+      // Cache rows: walk each row front to back, so the stream stays sequential and the
+      // hardware prefetcher sees it (chunk-major order over W rows strides 16 rows apart).
+#pragma GCC unroll 16
+      for (std::size_t r = 0; r < W; ++r) {
+        B& part = parts[haddp_slot<A>(r)];
+        const elem_t<D>* row = base + r * stride;
+        for (std::size_t c = 0; c < nv; ++c) {
+          part = xsimd::fma(B::load_aligned(q + c * W), load_elems<D, A>(row + c * W), part);
+        }
+      }
+    } else if (rows == W) {
+      // Tile rows (L1-resident): chunk-major, one q load serves W rows.
       for (std::size_t c = 0; c < nv; ++c) {
         const B qc = B::load_aligned(q + c * W);
 #pragma GCC unroll 16
@@ -129,15 +142,16 @@ void block_pv(const float* p, const elem_t<D>* v, std::size_t stride, std::size_
 }
 
 // One query vector attends to one key block: scores, online-softmax update, p·V.
+// from_cache: the rows are the cache itself (streamed from memory), not an f32 tile.
 // s and p are scratch of round_up(block.n, W) floats.
-template <class A, KvDtype D>
+template <class A, KvDtype D, bool from_cache>
 void attend_block(QueryState& st, const KeyBlock<D>& blk, std::size_t nv, float* s, float* p) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   if (st.last_key < blk.first_key) return;  // whole block masked for this query
   const std::size_t last_row = st.last_key - blk.first_key;
   const std::size_t n = last_row + 1 < blk.n ? last_row + 1 : blk.n;
-  block_scores<A, D>(st.q, blk.k, blk.stride, n, nv, blk.k_scale, s);
+  block_scores<A, D, from_cache>(st.q, blk.k, blk.stride, n, nv, blk.k_scale, s);
 
   const std::size_t padded = (n + W - 1) / W * W;
   B vmax(-std::numeric_limits<float>::infinity());

@@ -87,13 +87,13 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
     const auto* v = reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0));
     if (direct) {
       const KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale};
-      for (std::size_t i = 0; i < count; ++i) attend_block<A, D>(st[i], blk, nv, ws.s, ws.p);
+      for (std::size_t i = 0; i < count; ++i) attend_block<A, D, true>(st[i], blk, nv, ws.s, ws.p);
     } else {
       widen_rows<A, D>(k, d, nb, nv, ws.k_tile);
       widen_rows<A, D>(v, d, nb, nv, ws.v_tile);
       const KeyBlock<KvDtype::f32> blk{ws.k_tile, ws.v_tile, nv * W, b0, nb, k_scale, v_scale};
       for (std::size_t i = 0; i < count; ++i) {
-        attend_block<A, KvDtype::f32>(st[i], blk, nv, ws.s, ws.p);
+        attend_block<A, KvDtype::f32, false>(st[i], blk, nv, ws.s, ws.p);
       }
     }
   }
