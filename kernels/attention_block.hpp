@@ -29,7 +29,21 @@ struct KeyBlock {
   std::size_t n = 0;
   const float* k_scale = nullptr;
   const float* v_scale = nullptr;
+  // Cache rows of the next block of the same range (n_next of them, 0 for none), prefetched
+  // row by row while this block computes; see prefetch_row.
+  const elem_t<D>* k_next = nullptr;
+  const elem_t<D>* v_next = nullptr;
+  std::size_t n_next = 0;
 };
+
+// Requests one cache row (all its 64-byte lines) into L2 ahead of use. Spread one row per
+// row consumed, a block (64 rows) ahead: with compute in the out-of-order window, the
+// hardware prefetcher alone keeps too few lines in flight, and it stops at 4 KiB pages.
+template <class T>
+inline void prefetch_row(const T* row, std::size_t elems) {
+  const auto* bytes = reinterpret_cast<const char*>(row);
+  for (std::size_t i = 0; i < elems * sizeof(T); i += 64) __builtin_prefetch(bytes + i, 0, 2);
+}
 
 // Online-softmax state of one query vector. q is pre-scaled by 1/sqrt(head_dim) (the score
 // scale is fused into it) and zero-padded to nv·W lanes, as is acc. Keys after `last_key`
@@ -62,7 +76,8 @@ constexpr std::size_t haddp_slot(std::size_t r) {
 // instead of W horizontal sums.
 template <class A, KvDtype D, bool row_major>
 void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::size_t n,
-                  std::size_t nv, const float* k_scale, float* s) {
+                  std::size_t nv, const float* k_scale, float* s,
+                  const elem_t<D>* k_next = nullptr, std::size_t n_next = 0) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   alignas(64) static constexpr float kLane[16] = {0, 1, 2, 3, 4, 5, 6, 7,
@@ -79,6 +94,7 @@ void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::s
       for (std::size_t r = 0; r < W; ++r) {
         B& part = parts[haddp_slot<A>(r)];
         const elem_t<D>* row = base + r * stride;
+        if (r0 + r < n_next) prefetch_row(k_next + (r0 + r) * stride, stride);
         for (std::size_t c = 0; c < nv; ++c) {
           part = xsimd::fma(B::load_aligned(q + c * W), load_elems<D, A>(row + c * W), part);
         }
@@ -115,7 +131,7 @@ void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::s
 // acc[c0·W, (c0+NV)·W) += Σ_{t<n} p[t] · v_t over those lanes, NV accumulators in registers.
 template <class A, KvDtype D, int NV>
 void block_pv_lanes(const float* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
-                    std::size_t c0, float* acc) {
+                    std::size_t c0, float* acc, const elem_t<D>* v_next, std::size_t n_next) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   B a[NV];
@@ -124,6 +140,7 @@ void block_pv_lanes(const float* p, const elem_t<D>* v, std::size_t stride, std:
   for (std::size_t t = 0; t < n; ++t) {
     const B pt(p[t]);
     const elem_t<D>* row = col + t * stride;
+    if (t < n_next) prefetch_row(v_next + t * stride, stride);
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) a[j] = xsimd::fma(pt, load_elems<D, A>(row + j * W), a[j]);
   }
@@ -131,28 +148,28 @@ void block_pv_lanes(const float* p, const elem_t<D>* v, std::size_t stride, std:
 }
 
 // acc[0, nv·W) += Σ_{t<n} p[t] · v_t, in lane groups of 8, 4, 2, 1 vectors.
+// v_next: rows [0, n_next) to prefetch, during the first lane group only.
 template <class A, KvDtype D>
 void block_pv(const float* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
-              std::size_t nv, float* acc) {
+              std::size_t nv, float* acc, const elem_t<D>* v_next = nullptr,
+              std::size_t n_next = 0) {
   std::size_t c = 0;
-  for (; c + 8 <= nv; c += 8) block_pv_lanes<A, D, 8>(p, v, stride, n, c, acc);
-  if (c + 4 <= nv) block_pv_lanes<A, D, 4>(p, v, stride, n, c, acc), c += 4;
-  if (c + 2 <= nv) block_pv_lanes<A, D, 2>(p, v, stride, n, c, acc), c += 2;
-  if (c < nv) block_pv_lanes<A, D, 1>(p, v, stride, n, c, acc);
+  for (; c + 8 <= nv; c += 8, n_next = 0) {
+    block_pv_lanes<A, D, 8>(p, v, stride, n, c, acc, v_next, n_next);
+  }
+  if (c + 4 <= nv) block_pv_lanes<A, D, 4>(p, v, stride, n, c, acc, v_next, n_next), c += 4, n_next = 0;
+  if (c + 2 <= nv) block_pv_lanes<A, D, 2>(p, v, stride, n, c, acc, v_next, n_next), c += 2, n_next = 0;
+  if (c < nv) block_pv_lanes<A, D, 1>(p, v, stride, n, c, acc, v_next, n_next);
 }
 
-// One query vector attends to one key block: scores, online-softmax update, p·V.
-// from_cache: the rows are the cache itself (streamed from memory), not an f32 tile.
-// s and p are scratch of round_up(block.n, W) floats.
-template <class A, KvDtype D, bool from_cache>
-void attend_block(QueryState& st, const KeyBlock<D>& blk, std::size_t nv, float* s, float* p) {
+// Online-softmax update of one query vector with the scores s[0, round_up(n, W)) of one
+// block (−inf past n): m ← max(m, max s), l ← l·e^(m_old−m) + Σ e^(s−m), acc ← acc·e^(m_old−m).
+// Writes the weights p = e^(s−m) (× v_scale for int8) for the p·V step; p past n is 0.
+template <class A>
+void softmax_update(QueryState& st, const float* s, std::size_t n, const float* v_scale,
+                    std::size_t nv, float* p) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
-  if (st.last_key < blk.first_key) return;  // whole block masked for this query
-  const std::size_t last_row = st.last_key - blk.first_key;
-  const std::size_t n = last_row + 1 < blk.n ? last_row + 1 : blk.n;
-  block_scores<A, D, from_cache>(st.q, blk.k, blk.stride, n, nv, blk.k_scale, s);
-
   const std::size_t padded = (n + W - 1) / W * W;
   B vmax(-std::numeric_limits<float>::infinity());
   for (std::size_t r = 0; r < padded; r += W) vmax = xsimd::max(vmax, B::load_aligned(s + r));
@@ -168,7 +185,7 @@ void attend_block(QueryState& st, const KeyBlock<D>& blk, std::size_t nv, float*
   for (std::size_t r = 0; r < padded; r += W) {
     B e = xsimd::exp(B::load_aligned(s + r) - vm);  // masked lanes: exp(−inf) = 0
     vsum += e;
-    if (blk.v_scale != nullptr) e *= B::load_aligned(blk.v_scale + r);  // int8: fold V scale
+    if (v_scale != nullptr) e *= B::load_aligned(v_scale + r);  // int8: fold V scale
     e.store_aligned(p + r);
   }
   st.l = st.l * correction + xsimd::hadd(vsum);
@@ -179,20 +196,42 @@ void attend_block(QueryState& st, const KeyBlock<D>& blk, std::size_t nv, float*
     }
   }
   st.m = m_new;
-  block_pv<A, D>(p, blk.v, blk.stride, n, nv, st.acc);
+}
+
+// Keys of `blk` visible to query `st` (causal): rows [0, result).
+template <KvDtype D>
+std::size_t visible_rows(const QueryState& st, const KeyBlock<D>& blk) {
+  if (st.last_key < blk.first_key) return 0;  // whole block masked for this query
+  const std::size_t last_row = st.last_key - blk.first_key;
+  return last_row + 1 < blk.n ? last_row + 1 : blk.n;
+}
+
+// One query vector attends to one key block: scores, online-softmax update, p·V.
+// from_cache: the rows are the cache itself (streamed from memory), not an f32 tile.
+// s and p are scratch of round_up(block.n, W) floats.
+template <class A, KvDtype D, bool from_cache>
+void attend_block(QueryState& st, const KeyBlock<D>& blk, std::size_t nv, float* s, float* p) {
+  const std::size_t n = visible_rows(st, blk);
+  if (n == 0) return;
+  block_scores<A, D, from_cache>(st.q, blk.k, blk.stride, n, nv, blk.k_scale, s, blk.k_next,
+                                 blk.n_next);
+  softmax_update<A>(st, s, n, blk.v_scale, nv, p);
+  block_pv<A, D>(p, blk.v, blk.stride, n, nv, st.acc, blk.v_next, blk.n_next);
 }
 
 // Widens rows [0, n) of a cache block (row r at src + r * d) into an f32 tile with rows of
 // nv·W lanes, zero-padded past d. Used when several query vectors share the block, so each
 // element is converted once rather than once per query.
 template <class A, KvDtype D>
-void widen_rows(const elem_t<D>* src, std::size_t d, std::size_t n, std::size_t nv, float* tile) {
+void widen_rows(const elem_t<D>* src, std::size_t d, std::size_t n, std::size_t nv, float* tile,
+                const elem_t<D>* next, std::size_t n_next) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   const std::size_t full = d / W;
   for (std::size_t r = 0; r < n; ++r) {
     const elem_t<D>* row = src + r * d;
     float* out = tile + r * nv * W;
+    if (r < n_next) prefetch_row(next + r * d, d);
     for (std::size_t c = 0; c < full; ++c) load_elems<D, A>(row + c * W).store_aligned(out + c * W);
     if (full < nv) load_elems_partial<D, A>(row + full * W, d - full * W).store_aligned(out + full * W);
   }

@@ -15,6 +15,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_block.hpp"
+#include "kernels/attention_block_multi.hpp"
 
 namespace kvscope::simd {
 
@@ -43,30 +44,48 @@ struct DecodePlan {
   }
 };
 
-// Per-thread buffers of one decode item: g query states and the block tiles.
+// Per-thread buffers of one work item: g query states, their scores and weights for one
+// key block, and the block tiles.
 template <class A>
 struct DecodeScratch {
-  static constexpr std::size_t W = fbatch<A>::size;
   Scratch<A> floats;
   Scratch<A, QueryState> states;
+  Scratch<A, QueryState*> active;
+  Scratch<A, std::size_t> rows;
   float *q, *acc, *s, *p, *k_tile, *v_tile, *k_scale, *v_scale;
 
   DecodeScratch(std::size_t g, std::size_t dp, bool tiles)
-      : floats(2 * g * dp + 4 * kKeyBlock + (tiles ? 2 * kKeyBlock * dp : 0)), states(g) {
+      : floats(2 * g * dp + 2 * g * kKeyBlock + 2 * kKeyBlock +
+               (tiles ? 2 * kKeyBlock * dp : 0)),
+        states(g),
+        active(g),
+        rows(g) {
     q = floats.get();
     acc = q + g * dp;
     s = acc + g * dp;
-    p = s + kKeyBlock;
-    k_scale = p + kKeyBlock;
+    p = s + g * kKeyBlock;
+    k_scale = p + g * kKeyBlock;
     v_scale = k_scale + kKeyBlock;
     k_tile = v_scale + kKeyBlock;
     v_tile = k_tile + kKeyBlock * dp;
   }
 };
 
+// Query states [0, count) attend to one block: alone, or register-blocked together.
+template <class A, KvDtype D, bool from_cache>
+void attend_block_all(QueryState* st, std::size_t count, const KeyBlock<D>& blk, std::size_t nv,
+                      const DecodeScratch<A>& ws) {
+  if (count == 1) {
+    attend_block<A, D, from_cache>(st[0], blk, nv, ws.s, ws.p);
+  } else {
+    attend_block_multi<A, D>(st, count, blk, nv, ws.s, ws.p, kKeyBlock, ws.active.get(),
+                             ws.rows.get());
+  }
+}
+
 // Runs query states [0, count) over keys [t0, t1) of kv head `kvh`, 64 keys at a time.
-// direct: read the cache rows in place, widening in registers (one query vector, or f32);
-// otherwise widen each block once into f32 tiles shared by all query vectors.
+// direct: read the cache rows in place, widening in registers; otherwise widen each block
+// once into f32 tiles shared by all query vectors.
 template <class A, KvDtype D>
 void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1,
                    QueryState* st, std::size_t count, std::size_t nv, bool direct,
@@ -85,16 +104,17 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
     }
     const auto* k = reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0));
     const auto* v = reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0));
+    const std::size_t n_next = t1 - (b0 + nb) < kKeyBlock ? t1 - (b0 + nb) : kKeyBlock;
+    const elem_t<D>* k_next = k + nb * d;
+    const elem_t<D>* v_next = v + nb * d;
     if (direct) {
-      const KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale};
-      for (std::size_t i = 0; i < count; ++i) attend_block<A, D, true>(st[i], blk, nv, ws.s, ws.p);
+      const KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale, k_next, v_next, n_next};
+      attend_block_all<A, D, true>(st, count, blk, nv, ws);
     } else {
-      widen_rows<A, D>(k, d, nb, nv, ws.k_tile);
-      widen_rows<A, D>(v, d, nb, nv, ws.v_tile);
+      widen_rows<A, D>(k, d, nb, nv, ws.k_tile, k_next, n_next);
+      widen_rows<A, D>(v, d, nb, nv, ws.v_tile, v_next, n_next);
       const KeyBlock<KvDtype::f32> blk{ws.k_tile, ws.v_tile, nv * W, b0, nb, k_scale, v_scale};
-      for (std::size_t i = 0; i < count; ++i) {
-        attend_block<A, KvDtype::f32, false>(st[i], blk, nv, ws.s, ws.p);
-      }
+      attend_block_all<A, KvDtype::f32, false>(st, count, blk, nv, ws);
     }
   }
 }
@@ -118,7 +138,10 @@ void attend_decode(const AttentionProblem& p, int threads) {
   const std::size_t g = p.n_heads / kv.n_kv_heads;
   const std::size_t n_keys = p.first_pos + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const bool direct = d % W == 0 && (D == KvDtype::f32 || g == 1);
+  // Read the cache in place (widening in registers) when each element is widened about once
+  // anyway: f32 (nothing to widen), or one score micro-tile of queries (g ≤ QM). Otherwise
+  // widen each block once into f32 tiles shared by the g query heads.
+  const bool direct = d % W == 0 && (D == KvDtype::f32 || g <= MultiTile<A>::QM);
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads, threads);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads * chunks;
