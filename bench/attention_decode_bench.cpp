@@ -23,8 +23,12 @@ void decode(benchmark::State& state, CacheKey key, Isa isa) {
   const KvCache& cache = shared_cache(key);
   std::vector<float> q(kHeads * kHeadDim, 0.5f), out(q.size());
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 7) * 0.1f - 0.3f;
-  const AttentionProblem p{.q = q.data(), .n_queries = 1, .first_pos = key.tokens - 1,
-                           .n_heads = kHeads, .kv = cache.view(), .out = out.data()};
+  const AttentionProblem p{.q = q.data(),
+                           .n_queries = 1,
+                           .first_pos = key.tokens - 1,
+                           .n_heads = kHeads,
+                           .kv = cache.view(),
+                           .out = out.data()};
   attend(p, isa, kThreads);  // warm-up
   for (auto _ : state) {
     attend(p, isa, kThreads);
@@ -47,8 +51,8 @@ void read_loop(benchmark::State& state, std::size_t bytes, Isa isa) {
   }
   read_sweep(buffer.data(), bytes, isa, kThreads);  // warm-up
   for (auto _ : state) benchmark::DoNotOptimize(read_sweep(buffer.data(), bytes, isa, kThreads));
-  state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(bytes),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes/s"] =
+      benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void fma_peak_bench(benchmark::State& state, Isa isa) {
@@ -67,15 +71,15 @@ int register_all() {
     for (std::size_t tokens : {2000, 8192, 32768}) {
       for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {
         const CacheKey key{kv, kHeadDim, tokens, dtype};
-        const std::string shape = "/kv" + std::to_string(kv) + "/tokens" +
-                                  std::to_string(tokens) + "/" + std::string(to_string(dtype));
+        const std::string shape = "/kv" + std::to_string(kv) + "/tokens" + std::to_string(tokens) +
+                                  "/" + std::string(to_string(dtype));
         benchmark::RegisterBenchmark(("ReadLoop" + shape + "/avx512").c_str(), read_loop,
                                      decode_bytes(key), Isa::avx512)
             ->UseRealTime();
         for (Isa isa : {Isa::scalar, Isa::sse2, Isa::avx2, Isa::avx512}) {
           if (isa == Isa::scalar && tokens > 2000) continue;  // seconds per step: 2000 shows it
-          benchmark::RegisterBenchmark(("Decode" + shape + "/" + name_of(isa)).c_str(), decode,
-                                       key, isa)
+          benchmark::RegisterBenchmark(("Decode" + shape + "/" + name_of(isa)).c_str(), decode, key,
+                                       isa)
               ->UseRealTime()
               ->Unit(benchmark::kMicrosecond);
         }

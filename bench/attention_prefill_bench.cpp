@@ -21,8 +21,12 @@ void prefill(benchmark::State& state, std::size_t n_kv, KvDtype dtype, Isa isa) 
   const KvCache& cache = shared_cache({n_kv, kHeadDim, kTokens, dtype});
   std::vector<float> q(kTokens * kHeads * kHeadDim), out(q.size());
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 13) * 0.05f - 0.3f;
-  const AttentionProblem p{.q = q.data(), .n_queries = kTokens, .first_pos = 0,
-                           .n_heads = kHeads, .kv = cache.view(), .out = out.data()};
+  const AttentionProblem p{.q = q.data(),
+                           .n_queries = kTokens,
+                           .first_pos = 0,
+                           .n_heads = kHeads,
+                           .kv = cache.view(),
+                           .out = out.data()};
   const double peak = fma_peak(isa, kThreads);
   attend(p, isa, kThreads);  // warm-up
   for (auto _ : state) {
@@ -36,8 +40,8 @@ void prefill(benchmark::State& state, std::size_t n_kv, KvDtype dtype, Isa isa) 
       benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["peak_FLOP/s"] = peak;
   // Fraction of peak: FLOP/s ÷ peak, i.e. flops / (time · peak) per iteration.
-  state.counters["of_peak"] = benchmark::Counter(
-      flops / peak, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["of_peak"] =
+      benchmark::Counter(flops / peak, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 int register_all() {

@@ -42,7 +42,8 @@ inline const KvCache& shared_cache(const CacheKey& key) {
   std::vector<float> k(kBatch * key.n_kv_heads * key.head_dim), v(k.size());
   for (std::size_t t = 0; t < key.tokens; t += kBatch) {
     const std::size_t n = key.tokens - t < kBatch ? key.tokens - t : kBatch;
-    for (std::size_t i = 0; i < n * key.n_kv_heads * key.head_dim; ++i) k[i] = next(), v[i] = next();
+    for (std::size_t i = 0; i < n * key.n_kv_heads * key.head_dim; ++i)
+      k[i] = next(), v[i] = next();
     cache->append(k.data(), v.data(), n);
   }
   current = key;

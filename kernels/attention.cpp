@@ -20,10 +20,14 @@ void attend(const AttentionProblem& problem, Isa isa, int threads) {
                                 "' is not supported by this CPU");
   }
   switch (isa) {
-    case Isa::scalar: return attend_ref(problem, threads < 1 ? 1 : threads);
-    case Isa::sse2: return simd::attend_arch<xsimd::sse2>(problem, threads);
-    case Isa::avx2: return simd::attend_arch<simd::avx2_fma>(problem, threads);
-    case Isa::avx512: return simd::attend_arch<xsimd::avx512bw>(problem, threads);
+    case Isa::scalar:
+      return attend_ref(problem, threads < 1 ? 1 : threads);
+    case Isa::sse2:
+      return simd::attend_arch<xsimd::sse2>(problem, threads);
+    case Isa::avx2:
+      return simd::attend_arch<simd::avx2_fma>(problem, threads);
+    case Isa::avx512:
+      return simd::attend_arch<xsimd::avx512bw>(problem, threads);
   }
 }
 

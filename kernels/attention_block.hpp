@@ -76,11 +76,11 @@ constexpr std::size_t haddp_slot(std::size_t r) {
 // instead of W horizontal sums.
 template <class A, KvDtype D, bool row_major>
 void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::size_t n,
-                  std::size_t nv, const float* k_scale, float* s,
-                  const elem_t<D>* k_next = nullptr, std::size_t n_next = 0) {
+                  std::size_t nv, const float* k_scale, float* s, const elem_t<D>* k_next = nullptr,
+                  std::size_t n_next = 0) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
-  alignas(64) static constexpr float kLane[16] = {0, 1, 2, 3, 4, 5, 6, 7,
+  alignas(64) static constexpr float kLane[16] = {0, 1, 2,  3,  4,  5,  6,  7,
                                                   8, 9, 10, 11, 12, 13, 14, 15};
   for (std::size_t r0 = 0; r0 < n; r0 += W) {
     const std::size_t rows = n - r0 < W ? n - r0 : W;
@@ -150,15 +150,16 @@ void block_pv_lanes(const float* p, const elem_t<D>* v, std::size_t stride, std:
 // acc[0, nv·W) += Σ_{t<n} p[t] · v_t, in lane groups of 8, 4, 2, 1 vectors.
 // v_next: rows [0, n_next) to prefetch, during the first lane group only.
 template <class A, KvDtype D>
-void block_pv(const float* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
-              std::size_t nv, float* acc, const elem_t<D>* v_next = nullptr,
-              std::size_t n_next = 0) {
+void block_pv(const float* p, const elem_t<D>* v, std::size_t stride, std::size_t n, std::size_t nv,
+              float* acc, const elem_t<D>* v_next = nullptr, std::size_t n_next = 0) {
   std::size_t c = 0;
   for (; c + 8 <= nv; c += 8, n_next = 0) {
     block_pv_lanes<A, D, 8>(p, v, stride, n, c, acc, v_next, n_next);
   }
-  if (c + 4 <= nv) block_pv_lanes<A, D, 4>(p, v, stride, n, c, acc, v_next, n_next), c += 4, n_next = 0;
-  if (c + 2 <= nv) block_pv_lanes<A, D, 2>(p, v, stride, n, c, acc, v_next, n_next), c += 2, n_next = 0;
+  if (c + 4 <= nv)
+    block_pv_lanes<A, D, 4>(p, v, stride, n, c, acc, v_next, n_next), c += 4, n_next = 0;
+  if (c + 2 <= nv)
+    block_pv_lanes<A, D, 2>(p, v, stride, n, c, acc, v_next, n_next), c += 2, n_next = 0;
   if (c < nv) block_pv_lanes<A, D, 1>(p, v, stride, n, c, acc, v_next, n_next);
 }
 
@@ -233,7 +234,8 @@ void widen_rows(const elem_t<D>* src, std::size_t d, std::size_t n, std::size_t 
     float* out = tile + r * nv * W;
     if (r < n_next) prefetch_row(next + r * d, d);
     for (std::size_t c = 0; c < full; ++c) load_elems<D, A>(row + c * W).store_aligned(out + c * W);
-    if (full < nv) load_elems_partial<D, A>(row + full * W, d - full * W).store_aligned(out + full * W);
+    if (full < nv)
+      load_elems_partial<D, A>(row + full * W, d - full * W).store_aligned(out + full * W);
   }
 }
 

@@ -31,7 +31,7 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
   using B = fbatch<A>;
   using T = MultiTile<A>;
   constexpr std::size_t W = T::W, QM = T::QM, KM = T::KM;
-  alignas(64) static constexpr float kLane[16] = {0, 1, 2, 3, 4, 5, 6, 7,
+  alignas(64) static constexpr float kLane[16] = {0, 1, 2,  3,  4,  5,  6,  7,
                                                   8, 9, 10, 11, 12, 13, 14, 15};
   for (std::size_t q0 = 0; q0 < count; q0 += QM) {
     const float* qp[QM];
@@ -115,8 +115,8 @@ void multi_pv_pair(const float* pa, const float* pb, const elem_t<D>* v, std::si
 // v_next: rows [0, n_next) to prefetch, during the first lane group only.
 template <class A, KvDtype D>
 void multi_pv(const float* pa, const float* pb, const elem_t<D>* v, std::size_t stride,
-              std::size_t n, std::size_t nv, float* acc_a, float* acc_b,
-              const elem_t<D>* v_next, std::size_t n_next) {
+              std::size_t n, std::size_t nv, float* acc_a, float* acc_b, const elem_t<D>* v_next,
+              std::size_t n_next) {
   constexpr int NV = MultiTile<A>::PV_NV;
   std::size_t c = 0;
   for (; c + NV <= nv; c += NV, n_next = 0) {
@@ -138,9 +138,9 @@ void multi_pv(const float* pa, const float* pb, const elem_t<D>* v, std::size_t 
 // Query states st[0, count) attend to one key block. s, p: scratch of count × s_stride
 // floats (s_stride ≥ round_up(blk.n, W)); active, n: scratch of count entries.
 template <class A, KvDtype D>
-void attend_block_multi(QueryState* st, std::size_t count, const KeyBlock<D>& blk,
-                        std::size_t nv, float* s, float* p, std::size_t s_stride,
-                        QueryState** active, std::size_t* n) {
+void attend_block_multi(QueryState* st, std::size_t count, const KeyBlock<D>& blk, std::size_t nv,
+                        float* s, float* p, std::size_t s_stride, QueryState** active,
+                        std::size_t* n) {
   std::size_t live = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t rows = visible_rows(st[i], blk);

@@ -55,8 +55,7 @@ struct DecodeScratch {
   float *q, *acc, *s, *p, *k_tile, *v_tile, *k_scale, *v_scale;
 
   DecodeScratch(std::size_t g, std::size_t dp, bool tiles)
-      : floats(2 * g * dp + 2 * g * kKeyBlock + 2 * kKeyBlock +
-               (tiles ? 2 * kKeyBlock * dp : 0)),
+      : floats(2 * g * dp + 2 * g * kKeyBlock + 2 * kKeyBlock + (tiles ? 2 * kKeyBlock * dp : 0)),
         states(g),
         active(g),
         rows(g) {
@@ -160,8 +159,8 @@ void attend_decode(const AttentionProblem& p, int threads) {
       const std::size_t t0 = static_cast<std::size_t>(item) % chunks * plan.chunk_len;
       const std::size_t t1 = t0 + plan.chunk_len < n_keys ? t0 + plan.chunk_len : n_keys;
       for (std::size_t h = 0; h < g; ++h) {
-        st[h] = QueryState{ws.q + h * dp, ws.acc + h * dp,
-                           -std::numeric_limits<float>::infinity(), 0.0f, n_keys - 1};
+        st[h] = QueryState{ws.q + h * dp, ws.acc + h * dp, -std::numeric_limits<float>::infinity(),
+                           0.0f, n_keys - 1};
         load_scaled_query<A>(p.q + (kvh * g + h) * d, d, dp, scale, st[h].q);
         for (std::size_t j = 0; j < dp; ++j) st[h].acc[j] = 0.0f;
       }

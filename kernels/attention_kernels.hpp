@@ -20,7 +20,7 @@ void attend_decode(const AttentionProblem& p, int threads);
 template <class A, KvDtype D>
 void attend_prefill(const AttentionProblem& p, int threads);
 
-#define KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, DTYPE)                                   \
+#define KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, DTYPE)                                    \
   PREFIX template void attend_decode<ARCH, KvDtype::DTYPE>(const AttentionProblem&, int); \
   PREFIX template void attend_prefill<ARCH, KvDtype::DTYPE>(const AttentionProblem&, int);
 #define KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(PREFIX, ARCH) \
@@ -50,14 +50,17 @@ void attend_arch(const AttentionProblem& p, int threads) {
     }
   };
   switch (p.kv.dtype) {
-    case KvDtype::f32: return run.template operator()<KvDtype::f32>();
+    case KvDtype::f32:
+      return run.template operator()<KvDtype::f32>();
     case KvDtype::f16:
       if constexpr (std::is_same_v<A, avx2_fma>) {
         if (!cpu_has_f16c()) return attend_arch<xsimd::sse2>(p, threads);
       }
       return run.template operator()<KvDtype::f16>();
-    case KvDtype::bf16: return run.template operator()<KvDtype::bf16>();
-    case KvDtype::int8: return run.template operator()<KvDtype::int8>();
+    case KvDtype::bf16:
+      return run.template operator()<KvDtype::bf16>();
+    case KvDtype::int8:
+      return run.template operator()<KvDtype::int8>();
   }
 }
 

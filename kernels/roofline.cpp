@@ -23,10 +23,14 @@ float read_sweep(const std::byte* data, std::size_t bytes, Isa isa, int threads)
   if (threads < 1) threads = 1;
   require_cpu(isa);
   switch (isa) {
-    case Isa::avx512: return simd::read_sweep_arch<xsimd::avx512bw>(data, bytes, threads);
-    case Isa::avx2: return simd::read_sweep_arch<xsimd::fma3<xsimd::avx2>>(data, bytes, threads);
-    case Isa::sse2: return simd::read_sweep_arch<xsimd::sse2>(data, bytes, threads);
-    case Isa::scalar: break;
+    case Isa::avx512:
+      return simd::read_sweep_arch<xsimd::avx512bw>(data, bytes, threads);
+    case Isa::avx2:
+      return simd::read_sweep_arch<xsimd::fma3<xsimd::avx2>>(data, bytes, threads);
+    case Isa::sse2:
+      return simd::read_sweep_arch<xsimd::sse2>(data, bytes, threads);
+    case Isa::scalar:
+      break;
   }
   // Scalar: 8-byte words.
   std::uint64_t total = 0;
@@ -44,10 +48,14 @@ double fma_burn(std::size_t iterations, Isa isa, int threads) {
   if (threads < 1) threads = 1;
   require_cpu(isa);
   switch (isa) {
-    case Isa::avx512: return simd::fma_burn_arch<xsimd::avx512bw>(iterations, threads);
-    case Isa::avx2: return simd::fma_burn_arch<xsimd::fma3<xsimd::avx2>>(iterations, threads);
-    case Isa::sse2: return simd::fma_burn_arch<xsimd::sse2>(iterations, threads);
-    case Isa::scalar: break;
+    case Isa::avx512:
+      return simd::fma_burn_arch<xsimd::avx512bw>(iterations, threads);
+    case Isa::avx2:
+      return simd::fma_burn_arch<xsimd::fma3<xsimd::avx2>>(iterations, threads);
+    case Isa::sse2:
+      return simd::fma_burn_arch<xsimd::sse2>(iterations, threads);
+    case Isa::scalar:
+      break;
   }
   // Scalar: 8 independent multiply-add chains (not fused: no FMA without ISA flags).
   double flops = 0.0;

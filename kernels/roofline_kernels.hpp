@@ -12,7 +12,7 @@ float read_sweep_arch(const std::byte* data, std::size_t bytes, int threads);
 template <class A>
 double fma_burn_arch(std::size_t iterations, int threads);
 
-#define KVSCOPE_ROOFLINE_KERNELS(PREFIX, ARCH)                                       \
+#define KVSCOPE_ROOFLINE_KERNELS(PREFIX, ARCH)                                     \
   PREFIX template float read_sweep_arch<ARCH>(const std::byte*, std::size_t, int); \
   PREFIX template double fma_burn_arch<ARCH>(std::size_t, int);
 

@@ -2,10 +2,11 @@
 // The roofline probes written once over xsimd::batch<…, A>: a read loop with the ISA's
 // widest loads (the bandwidth ceiling for decode) and independent FMA chains (the FP32
 // compute ceiling for prefill). Include only from ISA-flagged units (kernels/arch/).
+#include <omp.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <omp.h>
 #include <xsimd/xsimd.hpp>
 
 namespace kvscope::simd {

@@ -47,23 +47,27 @@ inline fbatch<xsimd::avx512bw> widen_bf16(const std::uint16_t* p, xsimd::avx512b
   return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 inline fbatch<xsimd::avx512bw> widen_i8(const std::int8_t* p, xsimd::avx512bw) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 #endif
 
 // ---- AVX2 + FMA (fma3<avx2> TUs) ---------------------------------------------------------
 #if XSIMD_WITH_FMA3_AVX2
 #ifdef __F16C__  // only the TU built with -mf16c (called behind a runtime F16C check)
-inline fbatch<xsimd::fma3<xsimd::avx2>> widen_f16(const std::uint16_t* p, xsimd::fma3<xsimd::avx2>) {
+inline fbatch<xsimd::fma3<xsimd::avx2>> widen_f16(const std::uint16_t* p,
+                                                  xsimd::fma3<xsimd::avx2>) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 #endif
-inline fbatch<xsimd::fma3<xsimd::avx2>> widen_bf16(const std::uint16_t* p, xsimd::fma3<xsimd::avx2>) {
+inline fbatch<xsimd::fma3<xsimd::avx2>> widen_bf16(const std::uint16_t* p,
+                                                   xsimd::fma3<xsimd::avx2>) {
   const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 inline fbatch<xsimd::fma3<xsimd::avx2>> widen_i8(const std::int8_t* p, xsimd::fma3<xsimd::avx2>) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 #endif
 
@@ -86,8 +90,8 @@ inline fbatch<xsimd::sse2> widen_f16(const std::uint16_t* p, xsimd::sse2) {
       _mm_or_si128(_mm_or_si128(_mm_castps_si128(magnitude), exp_all_ones), sign));
 }
 inline fbatch<xsimd::sse2> widen_bf16(const std::uint16_t* p, xsimd::sse2) {
-  return _mm_castsi128_ps(
-      _mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(),
+                                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 inline fbatch<xsimd::sse2> widen_i8(const std::int8_t* p, xsimd::sse2) {
   std::int32_t four;

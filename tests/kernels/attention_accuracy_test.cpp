@@ -18,10 +18,14 @@ namespace {
 // |stored − x| ≤ scale / 2 = absmax(row) / 254: u = 1/254 relative to the row's absmax.
 double format_step(KvDtype t) {
   switch (t) {
-    case KvDtype::f16: return 0x1p-11;
-    case KvDtype::bf16: return 0x1p-8;
-    case KvDtype::int8: return 1.0 / 254.0;
-    case KvDtype::f32: return 0.0;
+    case KvDtype::f16:
+      return 0x1p-11;
+    case KvDtype::bf16:
+      return 0x1p-8;
+    case KvDtype::int8:
+      return 1.0 / 254.0;
+    case KvDtype::f32:
+      return 0.0;
   }
   return 0.0;
 }
@@ -62,8 +66,8 @@ TEST(AttentionAccuracy, ReducedCacheTypesAgainstF32) {
   };
   for (const Shape& s : {Shape{8, 2, 128, 1999, 1, "decode GQA-4, 2000 tokens"},
                          Shape{4, 4, 64, 100, 60, "prefill MHA, 160 tokens"}}) {
-    const RandomProblem f32(s.heads, s.kv_heads, s.head_dim, s.first_pos, s.n_queries,
-                            KvDtype::f32, 11);
+    const RandomProblem f32(s.heads, s.kv_heads, s.head_dim, s.first_pos, s.n_queries, KvDtype::f32,
+                            11);
     std::vector<float> want(f32.out_size());
     attend(f32.problem(want.data()), isa, 2);
     for (KvDtype t : {KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {

@@ -87,8 +87,7 @@ TEST_P(AttentionSimd, MatchesScalarReference) {
 INSTANTIATE_TEST_SUITE_P(
     AllIsasTypesGroups, AttentionSimd,
     ::testing::Combine(::testing::Values(Isa::sse2, Isa::avx2, Isa::avx512),
-                       ::testing::Values(KvDtype::f32, KvDtype::f16, KvDtype::bf16,
-                                         KvDtype::int8),
+                       ::testing::Values(KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8),
                        ::testing::Values(std::size_t{1}, std::size_t{4}, std::size_t{32})),
     [](const ::testing::TestParamInfo<Param>& info) {
       return isa_name(std::get<0>(info.param)) + "_" +

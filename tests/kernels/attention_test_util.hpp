@@ -23,10 +23,14 @@ namespace kvscope::test {
 // Runs one ISA's instantiation directly (scalar: the reference).
 inline void run_isa(Isa isa, const AttentionProblem& p, int threads) {
   switch (isa) {
-    case Isa::scalar: return attend_ref(p, threads);
-    case Isa::sse2: return simd::attend_arch<xsimd::sse2>(p, threads);
-    case Isa::avx2: return simd::attend_arch<simd::avx2_fma>(p, threads);
-    case Isa::avx512: return simd::attend_arch<xsimd::avx512bw>(p, threads);
+    case Isa::scalar:
+      return attend_ref(p, threads);
+    case Isa::sse2:
+      return simd::attend_arch<xsimd::sse2>(p, threads);
+    case Isa::avx2:
+      return simd::attend_arch<simd::avx2_fma>(p, threads);
+    case Isa::avx512:
+      return simd::attend_arch<xsimd::avx512bw>(p, threads);
   }
 }
 
@@ -59,8 +63,12 @@ struct RandomProblem {
   }
 
   AttentionProblem problem(float* out) const {
-    return {.q = q.data(), .n_queries = n_queries, .first_pos = first_pos, .n_heads = n_heads,
-            .kv = cache.view(), .out = out};
+    return {.q = q.data(),
+            .n_queries = n_queries,
+            .first_pos = first_pos,
+            .n_heads = n_heads,
+            .kv = cache.view(),
+            .out = out};
   }
   std::size_t out_size() const { return n_queries * n_heads * head_dim; }
   float max_abs_v() const {

@@ -1,5 +1,7 @@
 // The roofline probes on every ISA: the read loop touches every byte (its XOR result is known
 // exactly), and the FMA loop reports the FLOPs it was asked for.
+#include "kernels/roofline.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,7 +10,6 @@
 
 #include "engine/memory.hpp"
 #include "kernels/isa.hpp"
-#include "kernels/roofline.hpp"
 
 namespace kvscope {
 namespace {
