@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/kv_cache.hpp"
@@ -27,12 +28,14 @@ struct CacheKey {
 };
 
 // Cache holding `tokens` random tokens (uniform in (−1, 1), xorshift) of the given shape.
+// Every shape stays alive (a few GiB for the whole decode set), so that repetitions can be
+// interleaved (--benchmark_enable_random_interleaving) without rebuilding caches.
 inline const KvCache& shared_cache(const CacheKey& key) {
-  static std::unique_ptr<KvCache> cache;
-  static CacheKey current{};
-  if (cache && current == key) return *cache;
-  cache.reset();
-  cache = std::make_unique<KvCache>(key.n_kv_heads, key.head_dim, key.tokens, key.dtype);
+  static std::vector<std::pair<CacheKey, std::unique_ptr<KvCache>>> caches;
+  for (const auto& [k, c] : caches) {
+    if (k == key) return *c;
+  }
+  auto cache = std::make_unique<KvCache>(key.n_kv_heads, key.head_dim, key.tokens, key.dtype);
   std::uint64_t state = 0x9e3779b97f4a7c15ull;
   const auto next = [&] {
     state ^= state << 13, state ^= state >> 7, state ^= state << 17;
@@ -42,12 +45,13 @@ inline const KvCache& shared_cache(const CacheKey& key) {
   std::vector<float> k(kBatch * key.n_kv_heads * key.head_dim), v(k.size());
   for (std::size_t t = 0; t < key.tokens; t += kBatch) {
     const std::size_t n = key.tokens - t < kBatch ? key.tokens - t : kBatch;
-    for (std::size_t i = 0; i < n * key.n_kv_heads * key.head_dim; ++i)
+    for (std::size_t i = 0; i < n * key.n_kv_heads * key.head_dim; ++i) {
       k[i] = next(), v[i] = next();
+    }
     cache->append(k.data(), v.data(), n);
   }
-  current = key;
-  return *cache;
+  caches.emplace_back(key, std::move(cache));
+  return *caches.back().second;
 }
 
 // Bytes one decode step reads: every K and V row of every kv head, plus int8 row scales.

@@ -33,9 +33,6 @@ KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, xsimd::avx512bw)
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, avx2_fma)
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, xsimd::sse2)
 
-// The AVX2 f16 kernels use F16C, which cpu_supports(Isa::avx2) does not check.
-inline bool cpu_has_f16c() { return __builtin_cpu_supports("f16c"); }
-
 // One attention call on architecture A: picks the kernel for the cache type and the number of
 // queries once. A = fma3<avx2> with an f16 cache on a CPU without F16C runs the SSE2 kernel.
 template <class A>
@@ -54,7 +51,8 @@ void attend_arch(const AttentionProblem& p, int threads) {
       return run.template operator()<KvDtype::f32>();
     case KvDtype::f16:
       if constexpr (std::is_same_v<A, avx2_fma>) {
-        if (!cpu_has_f16c()) return attend_arch<xsimd::sse2>(p, threads);
+        // The AVX2 f16 kernels use F16C, which cpu_supports(Isa::avx2) does not check.
+        if (!__builtin_cpu_supports("f16c")) return attend_arch<xsimd::sse2>(p, threads);
       }
       return run.template operator()<KvDtype::f16>();
     case KvDtype::bf16:
