@@ -19,7 +19,8 @@ namespace kvscope::simd {
 // Keys and values of one block: rows [0, n) of element type D, row r at k + r * stride.
 // The rows are either the cache itself (D = the cache dtype, stride = head_dim) or an f32
 // tile the block was widened into (D = f32, stride = padded head_dim).
-// int8: k_scale/v_scale hold the block's per-row scales, zero-padded to a multiple of W.
+// int8: k_scale/v_scale hold the block's per-row scales, readable up to a multiple of W
+// (the cache's own scales for a full block, else a zero-padded copy).
 template <KvDtype D>
 struct KeyBlock {
   const elem_t<D>* k = nullptr;
@@ -119,7 +120,7 @@ void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::s
       }
     }
     B sc = xsimd::haddp(parts);
-    if (k_scale != nullptr) sc *= B::load_aligned(k_scale + r0);
+    if (k_scale != nullptr) sc *= B::load_unaligned(k_scale + r0);
     if (rows < W) {
       sc = xsimd::select(B::load_aligned(kLane) < B(static_cast<float>(rows)), sc,
                          B(-std::numeric_limits<float>::infinity()));
@@ -186,7 +187,7 @@ void softmax_update(QueryState& st, const float* s, std::size_t n, const float* 
   for (std::size_t r = 0; r < padded; r += W) {
     B e = xsimd::exp(B::load_aligned(s + r) - vm);  // masked lanes: exp(−inf) = 0
     vsum += e;
-    if (v_scale != nullptr) e *= B::load_aligned(v_scale + r);  // int8: fold V scale
+    if (v_scale != nullptr) e *= B::load_unaligned(v_scale + r);  // int8: fold V scale
     e.store_aligned(p + r);
   }
   st.l = st.l * correction + xsimd::hadd(vsum);

@@ -73,7 +73,7 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
     float* row = s + i * s_stride;
     for (std::size_t r = 0; r < n[i]; r += W) {
       B sc = B::load_aligned(row + r);
-      if (blk.k_scale != nullptr) sc *= B::load_aligned(blk.k_scale + r);
+      if (blk.k_scale != nullptr) sc *= B::load_unaligned(blk.k_scale + r);
       sc = xsimd::select(B::load_aligned(kLane) < B(static_cast<float>(n[i] - r)), sc,
                          B(-std::numeric_limits<float>::infinity()));
       sc.store_aligned(row + r);
