@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <xsimd/xsimd.hpp>
 
 namespace kvscope::simd {
@@ -44,12 +45,14 @@ float read_sweep_arch(const std::byte* data, std::size_t bytes, int threads) {
   return static_cast<float>(total);
 }
 
-// 16 independent FMA chains per thread (enough to cover FMA latency × throughput on current
-// x86 cores), `iterations` rounds each. Returns FLOPs = 2 · lanes · 16 · iterations · threads.
+// Independent FMA chains per thread, `iterations` rounds each: 16 with 32 vector registers
+// (AVX-512), 12 with 16 (SSE2, AVX2: 16 chains plus the two constants would spill). Either
+// covers FMA latency × throughput on current x86 cores (4 cycles × 2 pipes). Returns
+// FLOPs = 2 · lanes · chains · iterations · threads.
 template <class A>
 double fma_burn_arch(std::size_t iterations, int threads) {
   using B = xsimd::batch<float, A>;
-  constexpr std::size_t kChains = 16;
+  constexpr std::size_t kChains = std::is_base_of_v<xsimd::avx512f, A> ? 16 : 12;
   double flops = 0.0;
 #pragma omp parallel num_threads(threads) reduction(+ : flops)
   {
