@@ -1,12 +1,34 @@
 #include "kernels/attention.hpp"
 
+#include <stdexcept>
+#include <string>
+
+#include "kernels/attention_kernels.hpp"
 #include "kernels/ref/attention_ref.hpp"
 
 namespace kvscope {
 
+// Dispatch once per call on the Isa argument; the per-ISA kernels live in kernels/arch/.
 void attend(const AttentionProblem& problem, Isa isa, int threads) {
-  (void)isa;  // The SIMD kernels arrive with the kernels issue; scalar serves every ISA until then.
-  attend_ref(problem, threads);
+  if (problem.kv.n_kv_heads == 0 || problem.n_heads % problem.kv.n_kv_heads != 0) {
+    throw std::invalid_argument("attention: n_heads " + std::to_string(problem.n_heads) +
+                                " is not a multiple of n_kv_heads " +
+                                std::to_string(problem.kv.n_kv_heads));
+  }
+  if (!cpu_supports(isa)) {
+    throw std::invalid_argument("attention: ISA '" + std::string(to_string(isa)) +
+                                "' is not supported by this CPU");
+  }
+  switch (isa) {
+    case Isa::scalar:
+      return attend_ref(problem, threads < 1 ? 1 : threads);
+    case Isa::sse2:
+      return simd::attend_arch<xsimd::sse2>(problem, threads);
+    case Isa::avx2:
+      return simd::attend_arch<simd::avx2_fma>(problem, threads);
+    case Isa::avx512:
+      return simd::attend_arch<xsimd::avx512bw>(problem, threads);
+  }
 }
 
 }  // namespace kvscope

@@ -2,12 +2,37 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/roofline_kernels.hpp"
 
 namespace kvscope {
+namespace {
 
-// Scalar placeholders with the final contract; the SIMD versions replace them per ISA.
+void require_cpu(Isa isa) {
+  if (!cpu_supports(isa)) {
+    throw std::invalid_argument("ISA '" + std::string(to_string(isa)) +
+                                "' is not supported by this CPU");
+  }
+}
+
+}  // namespace
+
 float read_sweep(const std::byte* data, std::size_t bytes, Isa isa, int threads) {
-  (void)isa;
+  if (threads < 1) threads = 1;
+  require_cpu(isa);
+  switch (isa) {
+    case Isa::avx512:
+      return simd::read_sweep_arch<xsimd::avx512bw>(data, bytes, threads);
+    case Isa::avx2:
+      return simd::read_sweep_arch<xsimd::fma3<xsimd::avx2>>(data, bytes, threads);
+    case Isa::sse2:
+      return simd::read_sweep_arch<xsimd::sse2>(data, bytes, threads);
+    case Isa::scalar:
+      break;
+  }
+  // Scalar: 8-byte words.
   std::uint64_t total = 0;
   const std::size_t words = bytes / sizeof(std::uint64_t);
 #pragma omp parallel for num_threads(threads) reduction(+ : total)
@@ -20,7 +45,19 @@ float read_sweep(const std::byte* data, std::size_t bytes, Isa isa, int threads)
 }
 
 double fma_burn(std::size_t iterations, Isa isa, int threads) {
-  (void)isa;
+  if (threads < 1) threads = 1;
+  require_cpu(isa);
+  switch (isa) {
+    case Isa::avx512:
+      return simd::fma_burn_arch<xsimd::avx512bw>(iterations, threads);
+    case Isa::avx2:
+      return simd::fma_burn_arch<xsimd::fma3<xsimd::avx2>>(iterations, threads);
+    case Isa::sse2:
+      return simd::fma_burn_arch<xsimd::sse2>(iterations, threads);
+    case Isa::scalar:
+      break;
+  }
+  // Scalar: 8 independent multiply-add chains (not fused: no FMA without ISA flags).
   double flops = 0.0;
 #pragma omp parallel num_threads(threads) reduction(+ : flops)
   {

@@ -1,0 +1,85 @@
+#pragma once
+// Shared pieces of the attention benchmarks: one filled KV cache at a time (rebuilt only when
+// the shape changes, so ISAs of one shape share it), and the machine's ceilings measured in
+// the same process (read loop, FMA peak).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/kv_cache.hpp"
+#include "kernels/isa.hpp"
+#include "kernels/kv_dtype.hpp"
+#include "kernels/roofline.hpp"
+
+namespace kvscope::bench {
+
+inline constexpr int kThreads = 2;  // this machine's cores
+
+struct CacheKey {
+  std::size_t n_kv_heads, head_dim, tokens;
+  KvDtype dtype;
+  bool operator==(const CacheKey&) const = default;
+};
+
+// Cache holding `tokens` random tokens (uniform in (−1, 1), xorshift) of the given shape.
+// Every shape stays alive (a few GiB for the whole decode set), so that repetitions can be
+// interleaved (--benchmark_enable_random_interleaving) without rebuilding caches.
+inline const KvCache& shared_cache(const CacheKey& key) {
+  static std::vector<std::pair<CacheKey, std::unique_ptr<KvCache>>> caches;
+  for (const auto& [k, c] : caches) {
+    if (k == key) return *c;
+  }
+  auto cache = std::make_unique<KvCache>(key.n_kv_heads, key.head_dim, key.tokens, key.dtype);
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  const auto next = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return static_cast<float>(static_cast<double>(state >> 11) * 0x1p-52 - 1.0);
+  };
+  constexpr std::size_t kBatch = 256;
+  std::vector<float> k(kBatch * key.n_kv_heads * key.head_dim), v(k.size());
+  for (std::size_t t = 0; t < key.tokens; t += kBatch) {
+    const std::size_t n = key.tokens - t < kBatch ? key.tokens - t : kBatch;
+    for (std::size_t i = 0; i < n * key.n_kv_heads * key.head_dim; ++i) {
+      k[i] = next(), v[i] = next();
+    }
+    cache->append(k.data(), v.data(), n);
+  }
+  caches.emplace_back(key, std::move(cache));
+  return *caches.back().second;
+}
+
+// Bytes one decode step reads: every K and V row of every kv head, plus int8 row scales.
+inline std::size_t decode_bytes(const CacheKey& key) {
+  const std::size_t rows = 2 * key.n_kv_heads * key.tokens;
+  return rows * (key.head_dim * kv_element_bytes(key.dtype) +
+                 (kv_has_scales(key.dtype) ? sizeof(float) : 0));
+}
+
+// FP32 FMA peak (FLOP/s) of `isa` with `threads` threads, measured once per process.
+inline double fma_peak(Isa isa, int threads) {
+  static double peak[4][9] = {};
+  double& p = peak[static_cast<int>(isa)][threads];
+  if (p == 0.0) {
+    fma_burn(1000000, isa, threads);  // warm-up: clocks, thread pool
+    double best = 0.0;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const double flops = fma_burn(20000000, isa, threads);
+      const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - t0;
+      const double rate = flops / seconds.count();
+      best = rate > best ? rate : best;
+    }
+    p = best;
+  }
+  return p;
+}
+
+inline std::string name_of(Isa isa) { return std::string(to_string(isa)); }
+
+}  // namespace kvscope::bench

@@ -1,0 +1,269 @@
+#pragma once
+// The inner loop shared by decode and prefill: a set of query vectors attends to one block
+// of consecutive keys with online softmax (Milakov & Gimelshein 2018; FlashAttention,
+// Dao et al. 2022). Each query vector keeps a running max m, a running sum l of
+// exp(score − m) and an accumulator acc = Σ exp(score − m) · v; a new block rescales them
+// by exp(m_old − m_new) once, so keys are read in one pass and no score row is kept.
+//
+// Include only from ISA-flagged translation units (kernels/arch/).
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/simd_rows.hpp"
+
+namespace kvscope::simd {
+
+// Keys and values of one block: rows [0, n) of element type D, row r at k + r * stride.
+// The rows are either the cache itself (D = the cache dtype, stride = head_dim) or an f32
+// tile the block was widened into (D = f32, stride = padded head_dim).
+// int8: k_scale/v_scale hold the block's per-row scales, readable up to a multiple of W
+// (the cache's own scales for a full block, else a zero-padded copy).
+template <KvDtype D>
+struct KeyBlock {
+  const elem_t<D>* k = nullptr;
+  const elem_t<D>* v = nullptr;
+  std::size_t stride = 0;
+  std::size_t first_key = 0;  // position of row 0
+  std::size_t n = 0;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  // Cache rows of the next block of the same range (n_next of them, 0 for none), prefetched
+  // row by row while this block computes; see prefetch_row.
+  const elem_t<D>* k_next = nullptr;
+  const elem_t<D>* v_next = nullptr;
+  std::size_t n_next = 0;
+};
+
+// Requests one cache row (all its 64-byte lines) into L2 ahead of use. Spread one row per
+// row consumed, a block (64 rows) ahead: with compute in the out-of-order window, the
+// hardware prefetcher alone keeps too few lines in flight, and it stops at 4 KiB pages.
+template <class T>
+inline void prefetch_row(const T* row, std::size_t elems) {
+  const auto* bytes = reinterpret_cast<const char*>(row);
+  for (std::size_t i = 0; i < elems * sizeof(T); i += 64) __builtin_prefetch(bytes + i, 0, 2);
+}
+
+// Online-softmax state of one query vector. q is pre-scaled by 1/sqrt(head_dim) (the score
+// scale is fused into it) and zero-padded to nv·W lanes, as is acc. Keys after `last_key`
+// are masked (causal); they are skipped, never read for this query.
+struct QueryState {
+  float* q = nullptr;
+  float* acc = nullptr;
+  float m = -std::numeric_limits<float>::infinity();
+  float l = 0.0f;
+  std::size_t last_key = 0;
+};
+
+// Where row r's partial-sum vector must go in haddp's input for lane r of the result to be
+// its sum. xsimd 8.1's AVX-512 haddp returns its lanes in the order
+// 0 1 4 5 2 3 6 7 | 8 9 12 13 10 11 14 15 (an involution), so rows are placed pre-permuted;
+// the SSE2 and AVX versions are in order.
+template <class A>
+constexpr std::size_t haddp_slot(std::size_t r) {
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
+    const std::size_t in8 = r % 8;
+    if (in8 >= 2 && in8 < 4) return r + 2;
+    if (in8 >= 4 && in8 < 6) return r - 2;
+  }
+  return r;
+}
+
+// s[0, round_up(n, W)) ← q · k_r (× k_scale[r] for int8) for rows r < n, −inf beyond n.
+// row_major: visit rows one after another (cache rows); else chunk-major (L1 tiles).
+// W rows at a time: W partial-sum vectors are reduced together by one haddp (a transpose-add)
+// instead of W horizontal sums.
+template <class A, KvDtype D, bool row_major>
+void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::size_t n,
+                  std::size_t nv, const float* k_scale, float* s, const elem_t<D>* k_next = nullptr,
+                  std::size_t n_next = 0) {
+  using B = fbatch<A>;
+  constexpr std::size_t W = B::size;
+  alignas(64) static constexpr float kLane[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                  8, 9, 10, 11, 12, 13, 14, 15};
+  for (std::size_t r0 = 0; r0 < n; r0 += W) {
+    const std::size_t rows = n - r0 < W ? n - r0 : W;
+    const elem_t<D>* base = k + r0 * stride;
+    B parts[W];
+    for (std::size_t r = 0; r < W; ++r) parts[r] = B(0.0f);
+    if (rows == W && row_major) {
+      // Cache rows: walk each row front to back, so the stream stays sequential and the
+      // hardware prefetcher sees it (chunk-major order over W rows strides 16 rows apart).
+#pragma GCC unroll 16
+      for (std::size_t r = 0; r < W; ++r) {
+        B& part = parts[haddp_slot<A>(r)];
+        const elem_t<D>* row = base + r * stride;
+        if (r0 + r < n_next) prefetch_row(k_next + (r0 + r) * stride, stride);
+        for (std::size_t c = 0; c < nv; ++c) {
+          part = xsimd::fma(B::load_aligned(q + c * W), load_elems<D, A>(row + c * W), part);
+        }
+      }
+    } else if (rows == W) {
+      // Tile rows (L1-resident): chunk-major, one q load serves W rows.
+      for (std::size_t c = 0; c < nv; ++c) {
+        const B qc = B::load_aligned(q + c * W);
+#pragma GCC unroll 16
+        for (std::size_t r = 0; r < W; ++r) {
+          B& part = parts[haddp_slot<A>(r)];
+          part = xsimd::fma(qc, load_elems<D, A>(base + r * stride + c * W), part);
+        }
+      }
+    } else {
+      for (std::size_t c = 0; c < nv; ++c) {
+        const B qc = B::load_aligned(q + c * W);
+        for (std::size_t r = 0; r < rows; ++r) {
+          B& part = parts[haddp_slot<A>(r)];
+          part = xsimd::fma(qc, load_elems<D, A>(base + r * stride + c * W), part);
+        }
+      }
+    }
+    B sc = xsimd::haddp(parts);
+    if (k_scale != nullptr) sc *= B::load_unaligned(k_scale + r0);
+    if (rows < W) {
+      sc = xsimd::select(B::load_aligned(kLane) < B(static_cast<float>(rows)), sc,
+                         B(-std::numeric_limits<float>::infinity()));
+    }
+    sc.store_aligned(s + r0);
+  }
+}
+
+// acc[c0·W, (c0+NV)·W) += Σ_{t<n} p[t] · v_t over those lanes, NV accumulators in registers.
+template <class A, KvDtype D, int NV>
+void block_pv_lanes(const float* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
+                    std::size_t c0, float* acc, const elem_t<D>* v_next, std::size_t n_next) {
+  using B = fbatch<A>;
+  constexpr std::size_t W = B::size;
+  B a[NV];
+  for (int j = 0; j < NV; ++j) a[j] = B::load_aligned(acc + (c0 + j) * W);
+  const elem_t<D>* col = v + c0 * W;
+  for (std::size_t t = 0; t < n; ++t) {
+    const B pt(p[t]);
+    const elem_t<D>* row = col + t * stride;
+    if (t < n_next) prefetch_row(v_next + t * stride, stride);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) a[j] = xsimd::fma(pt, load_elems<D, A>(row + j * W), a[j]);
+  }
+  for (int j = 0; j < NV; ++j) a[j].store_aligned(acc + (c0 + j) * W);
+}
+
+// acc[0, nv·W) += Σ_{t<n} p[t] · v_t, in lane groups of 8, 4, 2, 1 vectors.
+// v_next: rows [0, n_next) to prefetch, during the first lane group only.
+template <class A, KvDtype D>
+void block_pv(const float* p, const elem_t<D>* v, std::size_t stride, std::size_t n, std::size_t nv,
+              float* acc, const elem_t<D>* v_next = nullptr, std::size_t n_next = 0) {
+  std::size_t c = 0;
+  for (; c + 8 <= nv; c += 8, n_next = 0) {
+    block_pv_lanes<A, D, 8>(p, v, stride, n, c, acc, v_next, n_next);
+  }
+  if (c + 4 <= nv)
+    block_pv_lanes<A, D, 4>(p, v, stride, n, c, acc, v_next, n_next), c += 4, n_next = 0;
+  if (c + 2 <= nv)
+    block_pv_lanes<A, D, 2>(p, v, stride, n, c, acc, v_next, n_next), c += 2, n_next = 0;
+  if (c < nv) block_pv_lanes<A, D, 1>(p, v, stride, n, c, acc, v_next, n_next);
+}
+
+// Online-softmax update of one query vector with the scores s[0, round_up(n, W)) of one
+// block (−inf past n): m ← max(m, max s), l ← l·e^(m_old−m) + Σ e^(s−m), acc ← acc·e^(m_old−m).
+// Writes the weights p = e^(s−m) (× v_scale for int8) for the p·V step; p past n is 0.
+template <class A>
+void softmax_update(QueryState& st, const float* s, std::size_t n, const float* v_scale,
+                    std::size_t nv, float* p) {
+  using B = fbatch<A>;
+  constexpr std::size_t W = B::size;
+  const std::size_t padded = (n + W - 1) / W * W;
+  B vmax(-std::numeric_limits<float>::infinity());
+  for (std::size_t r = 0; r < padded; r += W) vmax = xsimd::max(vmax, B::load_aligned(s + r));
+  alignas(64) float lanes[W];
+  vmax.store_aligned(lanes);
+  float block_max = lanes[0];
+  for (std::size_t i = 1; i < W; ++i) block_max = lanes[i] > block_max ? lanes[i] : block_max;
+
+  const float m_new = block_max > st.m ? block_max : st.m;
+  const float correction = std::exp(st.m - m_new);  // exp(−inf) = 0 on the first block
+  const B vm(m_new);
+  B vsum(0.0f);
+  for (std::size_t r = 0; r < padded; r += W) {
+    B e = xsimd::exp(B::load_aligned(s + r) - vm);  // masked lanes: exp(−inf) = 0
+    vsum += e;
+    if (v_scale != nullptr) e *= B::load_unaligned(v_scale + r);  // int8: fold V scale
+    e.store_aligned(p + r);
+  }
+  st.l = st.l * correction + xsimd::hadd(vsum);
+  if (correction != 1.0f) {
+    const B vc(correction);
+    for (std::size_t c = 0; c < nv; ++c) {
+      (B::load_aligned(st.acc + c * W) * vc).store_aligned(st.acc + c * W);
+    }
+  }
+  st.m = m_new;
+}
+
+// Keys of `blk` visible to query `st` (causal): rows [0, result).
+template <KvDtype D>
+std::size_t visible_rows(const QueryState& st, const KeyBlock<D>& blk) {
+  if (st.last_key < blk.first_key) return 0;  // whole block masked for this query
+  const std::size_t last_row = st.last_key - blk.first_key;
+  return last_row + 1 < blk.n ? last_row + 1 : blk.n;
+}
+
+// One query vector attends to one key block: scores, online-softmax update, p·V.
+// from_cache: the rows are the cache itself (streamed from memory), not an f32 tile.
+// s and p are scratch of round_up(block.n, W) floats.
+template <class A, KvDtype D, bool from_cache>
+void attend_block(QueryState& st, const KeyBlock<D>& blk, std::size_t nv, float* s, float* p) {
+  const std::size_t n = visible_rows(st, blk);
+  if (n == 0) return;
+  block_scores<A, D, from_cache>(st.q, blk.k, blk.stride, n, nv, blk.k_scale, s, blk.k_next,
+                                 blk.n_next);
+  softmax_update<A>(st, s, n, blk.v_scale, nv, p);
+  block_pv<A, D>(p, blk.v, blk.stride, n, nv, st.acc, blk.v_next, blk.n_next);
+}
+
+// Widens rows [0, n) of a cache block (row r at src + r * d) into an f32 tile with rows of
+// nv·W lanes, zero-padded past d. Used when several query vectors share the block, so each
+// element is converted once rather than once per query.
+template <class A, KvDtype D>
+void widen_rows(const elem_t<D>* src, std::size_t d, std::size_t n, std::size_t nv, float* tile,
+                const elem_t<D>* next, std::size_t n_next) {
+  using B = fbatch<A>;
+  constexpr std::size_t W = B::size;
+  const std::size_t full = d / W;
+  for (std::size_t r = 0; r < n; ++r) {
+    const elem_t<D>* row = src + r * d;
+    float* out = tile + r * nv * W;
+    if (r < n_next) prefetch_row(next + r * d, d);
+    for (std::size_t c = 0; c < full; ++c) load_elems<D, A>(row + c * W).store_aligned(out + c * W);
+    if (full < nv)
+      load_elems_partial<D, A>(row + full * W, d - full * W).store_aligned(out + full * W);
+  }
+}
+
+// Copies scales [0, n) and zero-pads to `padded` (int8 blocks).
+template <class A>
+void copy_scales(const float* src, std::size_t n, std::size_t padded, float* dst) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+  for (std::size_t i = n; i < padded; ++i) dst[i] = 0.0f;
+}
+
+// 64-byte aligned scratch of `count` T, freed on scope exit; O(tile) per thread. Templated on
+// the architecture so that no instance is shared between ISA-flagged units (no std::vector
+// here for the same reason).
+template <class A, class T = float>
+class Scratch {
+ public:
+  explicit Scratch(std::size_t count)
+      : data_(static_cast<T*>(std::aligned_alloc(64, (count * sizeof(T) + 64) / 64 * 64))) {
+    if (data_ == nullptr) std::abort();  // inside an OpenMP region: cannot throw out
+  }
+  ~Scratch() { std::free(data_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* get() const { return data_; }
+
+ private:
+  T* data_;
+};
+
+}  // namespace kvscope::simd

@@ -1,0 +1,174 @@
+#pragma once
+// Several query vectors attending to one key block together (GQA/MQA decode, prefill), with
+// register blocking so that each loaded key/value chunk serves several queries:
+//   scores: QM queries × KM keys per micro-tile (QM·KM = W partial-sum vectors, lanes along
+//           head_dim), reduced by a single haddp into the W scores of the tile;
+//   p·V:    2 queries × NV value chunks of accumulators, one value load feeding 2 FMAs.
+// Softmax is attention_block.hpp's online update, per query.
+//
+// Include only from ISA-flagged translation units (kernels/arch/).
+#include <cstddef>
+#include <limits>
+
+#include "kernels/attention_block.hpp"
+
+namespace kvscope::simd {
+
+template <class A>
+struct MultiTile {
+  static constexpr std::size_t W = fbatch<A>::size;
+  static constexpr std::size_t QM = W >= 16 ? 4 : 2;  // queries per score micro-tile
+  static constexpr std::size_t KM = W / QM;           // keys per score micro-tile
+  static constexpr int PV_NV = W >= 16 ? 8 : 4;       // value chunks per p·V pass (registers)
+};
+
+// s[i · s_stride + r] ← q_i · k_r for the active queries i < count and rows r < n[i] (then
+// × k_scale, and −inf from n[i] up to round_up(n[i], W)). Rows past the block are never read:
+// a micro-tile's missing rows reuse row 0 and are masked.
+template <class A, KvDtype D>
+void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count,
+                  const KeyBlock<D>& blk, std::size_t nv, float* s, std::size_t s_stride) {
+  using B = fbatch<A>;
+  using T = MultiTile<A>;
+  constexpr std::size_t W = T::W, QM = T::QM, KM = T::KM;
+  alignas(64) static constexpr float kLane[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                  8, 9, 10, 11, 12, 13, 14, 15};
+  for (std::size_t q0 = 0; q0 < count; q0 += QM) {
+    const float* qp[QM];
+    std::size_t n_max = 0;
+    for (std::size_t qi = 0; qi < QM; ++qi) {
+      const std::size_t i = q0 + qi < count ? q0 + qi : count - 1;  // tail: repeat the last
+      qp[qi] = st[i]->q;
+      n_max = n[i] > n_max ? n[i] : n_max;
+    }
+    for (std::size_t k0 = 0; k0 < n_max; k0 += KM) {
+      const elem_t<D>* kp[KM];
+      for (std::size_t ki = 0; ki < KM; ++ki) {
+        kp[ki] = blk.k + (k0 + ki < n_max ? k0 + ki : 0) * blk.stride;
+        if (q0 == 0 && k0 + ki < blk.n_next) {
+          prefetch_row(blk.k_next + (k0 + ki) * blk.stride, blk.stride);
+        }
+      }
+      B parts[W];
+      for (std::size_t j = 0; j < W; ++j) parts[j] = B(0.0f);
+      for (std::size_t c = 0; c < nv; ++c) {
+        B qc[QM], kc[KM];
+        for (std::size_t qi = 0; qi < QM; ++qi) qc[qi] = B::load_aligned(qp[qi] + c * W);
+        for (std::size_t ki = 0; ki < KM; ++ki) kc[ki] = load_elems<D, A>(kp[ki] + c * W);
+#pragma GCC unroll 16
+        for (std::size_t j = 0; j < W; ++j) {
+          B& part = parts[haddp_slot<A>(j)];
+          part = xsimd::fma(qc[j / KM], kc[j % KM], part);
+        }
+      }
+      alignas(64) float lanes[W];
+      xsimd::haddp(parts).store_aligned(lanes);
+      for (std::size_t qi = 0; qi < QM && q0 + qi < count; ++qi) {
+        float* row = s + (q0 + qi) * s_stride + k0;
+        for (std::size_t ki = 0; ki < KM; ++ki) row[ki] = lanes[qi * KM + ki];
+      }
+    }
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    float* row = s + i * s_stride;
+    for (std::size_t r = 0; r < n[i]; r += W) {
+      B sc = B::load_aligned(row + r);
+      if (blk.k_scale != nullptr) sc *= B::load_unaligned(blk.k_scale + r);
+      sc = xsimd::select(B::load_aligned(kLane) < B(static_cast<float>(n[i] - r)), sc,
+                         B(-std::numeric_limits<float>::infinity()));
+      sc.store_aligned(row + r);
+    }
+  }
+}
+
+// acc_a, acc_b [c0·W, (c0+NV)·W) += Σ_{t<n} p_a[t] · v_t, p_b[t] · v_t (p is 0 past a
+// query's visible rows, so one n serves both).
+template <class A, KvDtype D, int NV>
+void multi_pv_pair(const float* pa, const float* pb, const elem_t<D>* v, std::size_t stride,
+                   std::size_t n, std::size_t c0, float* acc_a, float* acc_b,
+                   const elem_t<D>* v_next, std::size_t n_next) {
+  using B = fbatch<A>;
+  constexpr std::size_t W = B::size;
+  B a[NV], b[NV];
+  for (int j = 0; j < NV; ++j) {
+    a[j] = B::load_aligned(acc_a + (c0 + j) * W);
+    b[j] = B::load_aligned(acc_b + (c0 + j) * W);
+  }
+  const elem_t<D>* col = v + c0 * W;
+  for (std::size_t t = 0; t < n; ++t) {
+    const B wa(pa[t]), wb(pb[t]);
+    const elem_t<D>* row = col + t * stride;
+    if (t < n_next) prefetch_row(v_next + t * stride, stride);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      const B x = load_elems<D, A>(row + j * W);
+      a[j] = xsimd::fma(wa, x, a[j]);
+      b[j] = xsimd::fma(wb, x, b[j]);
+    }
+  }
+  for (int j = 0; j < NV; ++j) {
+    a[j].store_aligned(acc_a + (c0 + j) * W);
+    b[j].store_aligned(acc_b + (c0 + j) * W);
+  }
+}
+
+// v_next: rows [0, n_next) to prefetch, during the first lane group only.
+template <class A, KvDtype D>
+void multi_pv(const float* pa, const float* pb, const elem_t<D>* v, std::size_t stride,
+              std::size_t n, std::size_t nv, float* acc_a, float* acc_b, const elem_t<D>* v_next,
+              std::size_t n_next) {
+  constexpr int NV = MultiTile<A>::PV_NV;
+  std::size_t c = 0;
+  for (; c + NV <= nv; c += NV, n_next = 0) {
+    multi_pv_pair<A, D, NV>(pa, pb, v, stride, n, c, acc_a, acc_b, v_next, n_next);
+  }
+  if constexpr (NV > 4) {
+    if (c + 4 <= nv) {
+      multi_pv_pair<A, D, 4>(pa, pb, v, stride, n, c, acc_a, acc_b, v_next, n_next);
+      c += 4, n_next = 0;
+    }
+  }
+  if (c + 2 <= nv) {
+    multi_pv_pair<A, D, 2>(pa, pb, v, stride, n, c, acc_a, acc_b, v_next, n_next);
+    c += 2, n_next = 0;
+  }
+  if (c < nv) multi_pv_pair<A, D, 1>(pa, pb, v, stride, n, c, acc_a, acc_b, v_next, n_next);
+}
+
+// Query states st[0, count) attend to one key block. s, p: scratch of count × s_stride
+// floats (s_stride ≥ round_up(blk.n, W)); active, n: scratch of count entries.
+template <class A, KvDtype D>
+void attend_block_multi(QueryState* st, std::size_t count, const KeyBlock<D>& blk, std::size_t nv,
+                        float* s, float* p, std::size_t s_stride, QueryState** active,
+                        std::size_t* n) {
+  std::size_t live = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t rows = visible_rows(st[i], blk);
+    if (rows > 0) active[live] = &st[i], n[live++] = rows;
+  }
+  if (live == 0) return;
+  multi_scores<A, D>(active, n, live, blk, nv, s, s_stride);
+  for (std::size_t i = 0; i < live; ++i) {
+    softmax_update<A>(*active[i], s + i * s_stride, n[i], blk.v_scale, nv, p + i * s_stride);
+  }
+  std::size_t i = 0;
+  for (; i + 2 <= live; i += 2) {
+    const std::size_t rows = n[i] > n[i + 1] ? n[i] : n[i + 1];
+    // The shorter row's weights are 0 only up to round_up(its n, W): clear the rest.
+    for (std::size_t j : {i, i + 1}) {
+      float* pj = p + j * s_stride;
+      for (std::size_t t = (n[j] + MultiTile<A>::W - 1) / MultiTile<A>::W * MultiTile<A>::W;
+           t < rows; ++t) {
+        pj[t] = 0.0f;
+      }
+    }
+    multi_pv<A, D>(p + i * s_stride, p + (i + 1) * s_stride, blk.v, blk.stride, rows, nv,
+                   active[i]->acc, active[i + 1]->acc, blk.v_next, i == 0 ? blk.n_next : 0);
+  }
+  if (i < live) {
+    block_pv<A, D>(p + i * s_stride, blk.v, blk.stride, n[i], nv, active[i]->acc, blk.v_next,
+                   i == 0 ? blk.n_next : 0);
+  }
+}
+
+}  // namespace kvscope::simd

@@ -1,0 +1,210 @@
+#pragma once
+// Decode attention (one new query row) over a KV cache, written once over
+// xsimd::batch<float, A>. Instantiated per ISA in kernels/arch/; declared in
+// kernels/attention_kernels.hpp.
+//
+// Algorithm: flash-decoding (Dao et al. 2023). Work items are (kv head, chunk of the
+// sequence). An item runs all g = n_heads / n_kv_heads query heads of its kv head together
+// over its chunk in blocks of 64 keys, with online softmax (attention_block.hpp), so each K
+// and V row comes from memory once per step, not once per query head. Chunks of one head
+// are merged exactly afterwards: M = max m_c, L = Σ l_c e^(m_c − M),
+// out = Σ acc_c e^(m_c − M) / L.
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include "kernels/attention.hpp"
+#include "kernels/attention_block.hpp"
+#include "kernels/attention_block_multi.hpp"
+
+namespace kvscope::simd {
+
+inline constexpr std::size_t kKeyBlock = 64;  // keys per online-softmax block (multiple of W)
+
+// How the sequence of one decode step is cut. The split depends on the problem only, not on
+// the thread count (up to 16 threads), so results are bitwise identical for 1..16 threads.
+template <class A>
+struct DecodePlan {
+  std::size_t chunks_per_head = 1;
+  std::size_t chunk_len = 0;  // keys, a multiple of kKeyBlock
+
+  DecodePlan(std::size_t n_keys, std::size_t n_kv_heads, int threads) {
+    constexpr std::size_t kMinChunk = 256;    // below this the merge costs more than it gains
+    constexpr std::size_t kLongChunk = 8192;  // long contexts are split for load balance
+    const std::size_t want_items = threads > 16 ? static_cast<std::size_t>(threads) : 16;
+    std::size_t chunks = (want_items + n_kv_heads - 1) / n_kv_heads;
+    const std::size_t long_chunks = (n_keys + kLongChunk - 1) / kLongChunk;
+    if (long_chunks > chunks) chunks = long_chunks;
+    const std::size_t max_chunks = (n_keys + kMinChunk - 1) / kMinChunk;
+    if (chunks > max_chunks) chunks = max_chunks;
+    if (chunks < 1) chunks = 1;
+    chunk_len = (n_keys + chunks - 1) / chunks;
+    chunk_len = (chunk_len + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+    chunks_per_head = (n_keys + chunk_len - 1) / chunk_len;
+  }
+};
+
+// Per-thread buffers of one work item: g query states, their scores and weights for one
+// key block, and the block tiles.
+template <class A>
+struct DecodeScratch {
+  Scratch<A> floats;
+  Scratch<A, QueryState> states;
+  Scratch<A, QueryState*> active;
+  Scratch<A, std::size_t> rows;
+  float *q, *acc, *s, *p, *k_tile, *v_tile, *k_scale, *v_scale;
+
+  DecodeScratch(std::size_t g, std::size_t dp, bool tiles)
+      : floats(2 * g * dp + 2 * g * kKeyBlock + 2 * kKeyBlock + (tiles ? 2 * kKeyBlock * dp : 0)),
+        states(g),
+        active(g),
+        rows(g) {
+    q = floats.get();
+    acc = q + g * dp;
+    s = acc + g * dp;
+    p = s + g * kKeyBlock;
+    k_scale = p + g * kKeyBlock;
+    v_scale = k_scale + kKeyBlock;
+    k_tile = v_scale + kKeyBlock;
+    v_tile = k_tile + kKeyBlock * dp;
+  }
+};
+
+// Query states [0, count) attend to one block: alone, or register-blocked together.
+template <class A, KvDtype D, bool from_cache>
+void attend_block_all(QueryState* st, std::size_t count, const KeyBlock<D>& blk, std::size_t nv,
+                      const DecodeScratch<A>& ws) {
+  if (count == 1) {
+    attend_block<A, D, from_cache>(st[0], blk, nv, ws.s, ws.p);
+  } else {
+    attend_block_multi<A, D>(st, count, blk, nv, ws.s, ws.p, kKeyBlock, ws.active.get(),
+                             ws.rows.get());
+  }
+}
+
+// Runs query states [0, count) over keys [t0, t1) of kv head `kvh`, 64 keys at a time.
+// direct: read the cache rows in place, widening in registers; otherwise widen each block
+// once into f32 tiles shared by all query vectors.
+template <class A, KvDtype D>
+void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1,
+                   QueryState* st, std::size_t count, std::size_t nv, bool direct,
+                   const DecodeScratch<A>& ws) {
+  constexpr std::size_t W = fbatch<A>::size;
+  const std::size_t d = kv.head_dim;
+  for (std::size_t b0 = t0; b0 < t1; b0 += kKeyBlock) {
+    const std::size_t nb = t1 - b0 < kKeyBlock ? t1 - b0 : kKeyBlock;
+    const float* k_scale = nullptr;
+    const float* v_scale = nullptr;
+    if constexpr (D == KvDtype::int8) {
+      k_scale = kv.k_scale + kvh * kv.capacity + b0;
+      v_scale = kv.v_scale + kvh * kv.capacity + b0;
+      if (nb < kKeyBlock) {  // lanes past the range must read 0, not the next tokens' scales
+        copy_scales<A>(k_scale, nb, kKeyBlock, ws.k_scale);
+        copy_scales<A>(v_scale, nb, kKeyBlock, ws.v_scale);
+        k_scale = ws.k_scale;
+        v_scale = ws.v_scale;
+      }
+    }
+    const auto* k = reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0));
+    const auto* v = reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0));
+    const std::size_t n_next = t1 - (b0 + nb) < kKeyBlock ? t1 - (b0 + nb) : kKeyBlock;
+    const elem_t<D>* k_next = k + nb * d;
+    const elem_t<D>* v_next = v + nb * d;
+    if (direct) {
+      const KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale, k_next, v_next, n_next};
+      attend_block_all<A, D, true>(st, count, blk, nv, ws);
+    } else {
+      widen_rows<A, D>(k, d, nb, nv, ws.k_tile, k_next, n_next);
+      widen_rows<A, D>(v, d, nb, nv, ws.v_tile, v_next, n_next);
+      const KeyBlock<KvDtype::f32> blk{ws.k_tile, ws.v_tile, nv * W, b0, nb, k_scale, v_scale};
+      attend_block_all<A, KvDtype::f32, false>(st, count, blk, nv, ws);
+    }
+  }
+}
+
+// q_out[0, dp) ← q[0, d) · scale, zero-padded; the score scale fused into the query.
+template <class A>
+void load_scaled_query(const float* q, std::size_t d, std::size_t dp, float scale, float* q_out) {
+  for (std::size_t j = 0; j < d; ++j) q_out[j] = q[j] * scale;
+  for (std::size_t j = d; j < dp; ++j) q_out[j] = 0.0f;
+}
+
+// Decode: p.n_queries == 1 at position p.first_pos; keys [0, first_pos] of every kv head.
+// out, q: [n_heads × head_dim]. Threads over (kv head, chunk) items, then over heads to merge.
+template <class A, KvDtype D>
+void attend_decode(const AttentionProblem& p, int threads) {
+  constexpr std::size_t W = fbatch<A>::size;
+  const KvView& kv = p.kv;
+  const std::size_t d = kv.head_dim;
+  const std::size_t nv = (d + W - 1) / W;
+  const std::size_t dp = nv * W;
+  const std::size_t g = p.n_heads / kv.n_kv_heads;
+  const std::size_t n_keys = p.first_pos + 1;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // Read the cache in place (widening in registers) when each element is widened about once
+  // anyway: f32 (nothing to widen), or one score micro-tile of queries (g ≤ QM). Otherwise
+  // widen each block once into f32 tiles shared by the g query heads.
+  const bool direct = d % W == 0 && (D == KvDtype::f32 || g <= MultiTile<A>::QM);
+  const DecodePlan<A> plan(n_keys, kv.n_kv_heads, threads);
+  const std::size_t chunks = plan.chunks_per_head;
+  const std::size_t n_items = kv.n_kv_heads * chunks;
+  const bool split = chunks > 1;
+  // Per (item, query head): acc [dp], then m and l.
+  const std::size_t part_stride = dp + 2;
+  Scratch<A> partial(split ? n_items * g * part_stride : 1);
+
+#pragma omp parallel num_threads(threads)
+  {
+    DecodeScratch<A> ws(g, dp, !direct);
+    QueryState* st = ws.states.get();
+#pragma omp for schedule(dynamic)
+    for (long item = 0; item < static_cast<long>(n_items); ++item) {
+      const std::size_t kvh = static_cast<std::size_t>(item) / chunks;
+      const std::size_t t0 = static_cast<std::size_t>(item) % chunks * plan.chunk_len;
+      const std::size_t t1 = t0 + plan.chunk_len < n_keys ? t0 + plan.chunk_len : n_keys;
+      for (std::size_t h = 0; h < g; ++h) {
+        st[h] = QueryState{ws.q + h * dp, ws.acc + h * dp, -std::numeric_limits<float>::infinity(),
+                           0.0f, n_keys - 1};
+        load_scaled_query<A>(p.q + (kvh * g + h) * d, d, dp, scale, st[h].q);
+        for (std::size_t j = 0; j < dp; ++j) st[h].acc[j] = 0.0f;
+      }
+      run_key_range<A, D>(kv, kvh, t0, t1, st, g, nv, direct, ws);
+      for (std::size_t h = 0; h < g; ++h) {
+        if (split) {
+          float* part = partial.get() + (static_cast<std::size_t>(item) * g + h) * part_stride;
+          for (std::size_t j = 0; j < d; ++j) part[j] = st[h].acc[j];
+          part[dp] = st[h].m;
+          part[dp + 1] = st[h].l;
+        } else {
+          float* out = p.out + (kvh * g + h) * d;
+          const float inv_l = 1.0f / st[h].l;
+          for (std::size_t j = 0; j < d; ++j) out[j] = st[h].acc[j] * inv_l;
+        }
+      }
+    }
+    if (split) {
+#pragma omp for schedule(static)
+      for (long head = 0; head < static_cast<long>(p.n_heads); ++head) {
+        const std::size_t kvh = static_cast<std::size_t>(head) / g;
+        const std::size_t h = static_cast<std::size_t>(head) % g;
+        const auto part = [&](std::size_t c) {
+          return partial.get() + ((kvh * chunks + c) * g + h) * part_stride;
+        };
+        float m = -std::numeric_limits<float>::infinity();
+        for (std::size_t c = 0; c < chunks; ++c) m = part(c)[dp] > m ? part(c)[dp] : m;
+        float l = 0.0f;
+        float* out = p.out + static_cast<std::size_t>(head) * d;
+        for (std::size_t j = 0; j < d; ++j) out[j] = 0.0f;
+        for (std::size_t c = 0; c < chunks; ++c) {
+          const float w = std::exp(part(c)[dp] - m);
+          l += part(c)[dp + 1] * w;
+          for (std::size_t j = 0; j < d; ++j) out[j] += part(c)[j] * w;
+        }
+        const float inv_l = 1.0f / l;
+        for (std::size_t j = 0; j < d; ++j) out[j] *= inv_l;
+      }
+    }
+  }
+}
+
+}  // namespace kvscope::simd

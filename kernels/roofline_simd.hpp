@@ -1,0 +1,75 @@
+#pragma once
+// The roofline probes written once over xsimd::batch<…, A>: a read loop with the ISA's
+// widest loads (the bandwidth ceiling for decode) and independent FMA chains (the FP32
+// compute ceiling for prefill). Include only from ISA-flagged units (kernels/arch/).
+#include <omp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <xsimd/xsimd.hpp>
+
+namespace kvscope::simd {
+
+// Each thread XORs its contiguous, 64-byte aligned share of [data, data + bytes) into 8
+// independent accumulators (8 loads in flight per iteration); the tail is read bytewise.
+template <class A>
+float read_sweep_arch(const std::byte* data, std::size_t bytes, int threads) {
+  using U = xsimd::batch<std::uint32_t, A>;
+  constexpr std::size_t kStep = 8 * sizeof(U);  // bytes per unrolled iteration
+  std::uint32_t total = 0;
+#pragma omp parallel num_threads(threads) reduction(^ : total)
+  {
+    const auto n_threads = static_cast<std::size_t>(omp_get_num_threads());
+    const auto me = static_cast<std::size_t>(omp_get_thread_num());
+    const std::size_t share = (bytes / n_threads + 63) / 64 * 64;
+    const std::size_t begin = me * share < bytes ? me * share : bytes;
+    const std::size_t end = begin + share < bytes ? begin + share : bytes;
+    U acc[8];
+    for (U& a : acc) a = U(0u);
+    std::size_t i = begin;
+    for (; i + kStep <= end; i += kStep) {
+      const auto* p = reinterpret_cast<const std::uint32_t*>(data + i);
+#pragma GCC unroll 8
+      for (std::size_t j = 0; j < 8; ++j) acc[j] ^= U::load_unaligned(p + j * U::size);
+    }
+    for (std::size_t j = 1; j < 8; ++j) acc[0] ^= acc[j];
+    alignas(64) std::uint32_t lanes[U::size];
+    acc[0].store_aligned(lanes);
+    std::uint32_t mine = 0;
+    for (std::uint32_t lane : lanes) mine ^= lane;
+    for (; i < end; ++i) mine ^= static_cast<std::uint32_t>(data[i]);
+    total ^= mine;
+  }
+  return static_cast<float>(total);
+}
+
+// Independent FMA chains per thread, `iterations` rounds each: 16 with 32 vector registers
+// (AVX-512), 12 with 16 (SSE2, AVX2: 16 chains plus the two constants would spill). Either
+// covers FMA latency × throughput on current x86 cores (4 cycles × 2 pipes). Returns
+// FLOPs = 2 · lanes · chains · iterations · threads.
+template <class A>
+double fma_burn_arch(std::size_t iterations, int threads) {
+  using B = xsimd::batch<float, A>;
+  constexpr std::size_t kChains = std::is_base_of_v<xsimd::avx512f, A> ? 16 : 12;
+  double flops = 0.0;
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+  {
+    B x[kChains];
+    for (std::size_t c = 0; c < kChains; ++c) x[c] = B(1.0f + static_cast<float>(c) * 1e-3f);
+    const B m(0.999999f), b(1e-7f);
+    for (std::size_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+      for (std::size_t c = 0; c < kChains; ++c) x[c] = xsimd::fma(x[c], m, b);
+    }
+    B sum(0.0f);
+    for (const B& v : x) sum += v;
+    volatile float sink = xsimd::hadd(sum);
+    (void)sink;
+    flops += 2.0 * B::size * kChains * static_cast<double>(iterations);
+  }
+  return flops;
+}
+
+}  // namespace kvscope::simd

@@ -1,0 +1,95 @@
+// Accuracy of the reduced cache types: attention output with an f16, bf16 or int8 cache
+// against the same data in an f32 cache, reported as max|error| / max|output| and checked
+// against a bound derived from each format's step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "tests/kernels/attention_test_util.hpp"
+
+namespace kvscope::test {
+namespace {
+
+// Relative step of a stored element: |stored − x| ≤ u · |x| for f16 (2^-11) and bf16 (2^-8),
+// both round to nearest; int8 rounds x / scale to an integer, scale = absmax(row) / 127, so
+// |stored − x| ≤ scale / 2 = absmax(row) / 254: u = 1/254 relative to the row's absmax.
+double format_step(KvDtype t) {
+  switch (t) {
+    case KvDtype::f16:
+      return 0x1p-11;
+    case KvDtype::bf16:
+      return 0x1p-8;
+    case KvDtype::int8:
+      return 1.0 / 254.0;
+    case KvDtype::f32:
+      return 0.0;
+  }
+  return 0.0;
+}
+
+// Bound on |out_fmt − out_f32| for one problem. Stored K perturbs each score by at most
+// Δ = u · max_i,t Σ_j |q_ij| · m_t,j / sqrt(d), where m_t,j is |k_tj| (f16, bf16) or the
+// row's absmax (int8); softmax weights then change by a factor within e^(±2Δ), so
+// Σ_t |δp_t| ≤ e^(2Δ) − 1. Stored V moves each value by at most u · max|v|. Hence
+// |δout| ≤ (e^(2Δ) − 1 + u) · max|v|, plus f32 rounding (the same-dtype tolerance, 1e-5 here).
+double error_bound(const RandomProblem& rp, KvDtype t) {
+  const double u = format_step(t);
+  const std::size_t d = rp.head_dim, tokens = rp.first_pos + rp.n_queries;
+  double delta = 0.0;
+  for (std::size_t i = 0; i < rp.n_queries; ++i) {
+    for (std::size_t h = 0; h < rp.n_heads; ++h) {
+      const float* q = rp.q.data() + (i * rp.n_heads + h) * d;
+      const std::size_t kvh = h / (rp.n_heads / rp.n_kv_heads);
+      for (std::size_t pos = 0; pos <= rp.first_pos + i && pos < tokens; ++pos) {
+        const float* k = rp.k.data() + (pos * rp.n_kv_heads + kvh) * d;
+        float absmax = 0.0f;
+        for (std::size_t j = 0; j < d; ++j) absmax = std::max(absmax, std::fabs(k[j]));
+        double s = 0.0;
+        for (std::size_t j = 0; j < d; ++j) {
+          s += std::fabs(q[j]) * (t == KvDtype::int8 ? absmax : std::fabs(k[j]));
+        }
+        delta = std::max(delta, u * s / std::sqrt(static_cast<double>(d)));
+      }
+    }
+  }
+  return (std::expm1(2.0 * delta) + u) * rp.max_abs_v() + 1e-5;
+}
+
+TEST(AttentionAccuracy, ReducedCacheTypesAgainstF32) {
+  const Isa isa = best_isa();
+  struct Shape {
+    std::size_t heads, kv_heads, head_dim, first_pos, n_queries;
+    const char* what;
+  };
+  for (const Shape& s : {Shape{8, 2, 128, 1999, 1, "decode GQA-4, 2000 tokens"},
+                         Shape{4, 4, 64, 100, 60, "prefill MHA, 160 tokens"}}) {
+    const RandomProblem f32(s.heads, s.kv_heads, s.head_dim, s.first_pos, s.n_queries, KvDtype::f32,
+                            11);
+    std::vector<float> want(f32.out_size());
+    attend(f32.problem(want.data()), isa, 2);
+    for (KvDtype t : {KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {
+      SCOPED_TRACE(std::string(s.what) + ", " + std::string(to_string(t)));
+      const RandomProblem rp(s.heads, s.kv_heads, s.head_dim, s.first_pos, s.n_queries, t, 11);
+      std::vector<float> got(rp.out_size());
+      attend(rp.problem(got.data()), isa, 2);
+      const double err = max_abs_diff(got, want);
+      const double bound = error_bound(rp, t);
+      std::printf("%-28s %-5s max|err|/max|out| = %.3g  (bound %.3g, %s)\n", s.what,
+                  std::string(to_string(t)).c_str(), err / max_abs(want), bound / max_abs(want),
+                  std::string(to_string(isa)).c_str());
+      EXPECT_LE(err, bound);
+      // The worst case above assumes every rounding error has the same sign; independent
+      // round-to-nearest errors largely cancel in the dot products and the weighted sum, and
+      // the error measures 0.4–1.1 u of max|out|. 4 u catches systematic faults (a lost
+      // scale, truncation instead of rounding, a wrong lane), which cost ≥ 10 u.
+      EXPECT_LE(err, 4.0 * format_step(t) * max_abs(want));
+      EXPECT_GT(err, 0.0);  // the format really was reduced
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvscope::test

@@ -1,0 +1,99 @@
+#pragma once
+// Shared fixtures of the attention kernel tests: random problems over a real KvCache, and the
+// per-ISA entry points called directly (not through attend()'s dispatch).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/kv_cache.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/attention_kernels.hpp"
+#include "kernels/isa.hpp"
+#include "kernels/kv_dtype.hpp"
+#include "kernels/ref/attention_ref.hpp"
+
+namespace kvscope::test {
+
+// Runs one ISA's instantiation directly (scalar: the reference).
+inline void run_isa(Isa isa, const AttentionProblem& p, int threads) {
+  switch (isa) {
+    case Isa::scalar:
+      return attend_ref(p, threads);
+    case Isa::sse2:
+      return simd::attend_arch<xsimd::sse2>(p, threads);
+    case Isa::avx2:
+      return simd::attend_arch<simd::avx2_fma>(p, threads);
+    case Isa::avx512:
+      return simd::attend_arch<xsimd::avx512bw>(p, threads);
+  }
+}
+
+// A random attention problem: q, k, v uniform, q in (−2, 2) so that softmax is peaked enough
+// to matter, k and v in (−1, 1); `capacity` ≥ tokens leaves unused rows after the data.
+struct RandomProblem {
+  std::size_t n_heads, n_kv_heads, head_dim, first_pos, n_queries;
+  std::vector<float> q, k, v;  // q [n_queries × n_heads × d]; k, v [tokens × n_kv × d]
+  KvCache cache;
+
+  RandomProblem(std::size_t n_heads_, std::size_t n_kv_heads_, std::size_t head_dim_,
+                std::size_t first_pos_, std::size_t n_queries_, KvDtype dtype, unsigned seed,
+                float value_scale = 1.0f)
+      : n_heads(n_heads_),
+        n_kv_heads(n_kv_heads_),
+        head_dim(head_dim_),
+        first_pos(first_pos_),
+        n_queries(n_queries_),
+        cache(n_kv_heads_, head_dim_, first_pos_ + n_queries_ + 3, dtype) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    const std::size_t tokens = first_pos + n_queries;
+    q.resize(n_queries * n_heads * head_dim);
+    k.resize(tokens * n_kv_heads * head_dim);
+    v.resize(k.size());
+    for (float& x : q) x = 2.0f * unit(rng);
+    for (float& x : k) x = unit(rng);
+    for (float& x : v) x = value_scale * unit(rng);
+    cache.append(k.data(), v.data(), tokens);
+  }
+
+  AttentionProblem problem(float* out) const {
+    return {.q = q.data(),
+            .n_queries = n_queries,
+            .first_pos = first_pos,
+            .n_heads = n_heads,
+            .kv = cache.view(),
+            .out = out};
+  }
+  std::size_t out_size() const { return n_queries * n_heads * head_dim; }
+  float max_abs_v() const {
+    float m = 0.0f;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    return m;
+  }
+};
+
+inline float max_abs(const std::vector<float>& x) {
+  float m = 0.0f;
+  for (float e : x) m = std::max(m, std::fabs(e));
+  return m;
+}
+
+inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float m = 0.0f;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const float e = std::fabs(a[i] - b[i]);
+    if (std::isnan(e)) return std::numeric_limits<float>::infinity();  // NaN is a failure
+    m = std::max(m, e);
+  }
+  return m;
+}
+
+inline std::string isa_name(Isa isa) { return std::string(to_string(isa)); }
+
+}  // namespace kvscope::test
