@@ -38,8 +38,8 @@ AttentionTrace trace_attention(const TraceInput& in) {
     }
     if (in.values[t].size() != in.values[0].size() || in.values[t].empty()) {
       throw std::invalid_argument("value " + std::to_string(t + 1) + " has " +
-                                  std::to_string(in.values[t].size()) +
-                                  " elements, value 1 has " + std::to_string(in.values[0].size()));
+                                  std::to_string(in.values[t].size()) + " elements, value 1 has " +
+                                  std::to_string(in.values[0].size()));
     }
     require_finite(in.keys[t], "key " + std::to_string(t + 1));
     require_finite(in.values[t], "value " + std::to_string(t + 1));
@@ -59,7 +59,8 @@ AttentionTrace trace_attention(const TraceInput& in) {
   tr.position = static_cast<std::size_t>(position);
   tr.visible_keys = std::min(n, tr.position + 1);
   for (std::size_t t = 0; t < n; ++t) {
-    const float raw = std::inner_product(in.query.begin(), in.query.end(), in.keys[t].begin(), 0.0f);
+    const float raw =
+        std::inner_product(in.query.begin(), in.query.end(), in.keys[t].begin(), 0.0f);
     tr.raw_scores.push_back(raw);
     tr.scaled_scores.push_back(raw / tr.scale_divisor);
     tr.masked_scores.push_back(t < tr.visible_keys ? raw / tr.scale_divisor
@@ -70,13 +71,16 @@ AttentionTrace trace_attention(const TraceInput& in) {
   tr.weight_sum = std::accumulate(tr.weights.begin(), tr.weights.end(), 0.0f);
   tr.output.assign(in.values[0].size(), 0.0f);
   for (std::size_t t = 0; t < tr.visible_keys; ++t) {  // masked keys are never read
-    for (std::size_t j = 0; j < tr.output.size(); ++j) tr.output[j] += tr.weights[t] * in.values[t][j];
+    for (std::size_t j = 0; j < tr.output.size(); ++j)
+      tr.output[j] += tr.weights[t] * in.values[t][j];
   }
   return tr;
 }
 
 std::string explain_trace(const AttentionTrace& tr) {
-  auto percent = [](float w) { return std::to_string(static_cast<int>(std::lround(w * 100))) + "%"; };
+  auto percent = [](float w) {
+    return std::to_string(static_cast<int>(std::lround(w * 100))) + "%";
+  };
   if (tr.visible_keys == 1) {
     return "Only key 1 is visible to this query, so all the weight (100%) goes to it and the "
            "output is a copy of v1.";

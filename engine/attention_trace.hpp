@@ -20,15 +20,15 @@ struct TraceInput {
 
 struct AttentionTrace {
   std::size_t d_head = 0;
-  float scale_divisor = 1.0f;           // √d_head, or 1 without scaling
-  std::size_t position = 0;             // the query's position (default: the last key's)
-  std::size_t visible_keys = 0;         // keys at positions ≤ the query's
-  std::vector<float> raw_scores;        // q·k_t for every key (masked ones too, for display)
-  std::vector<float> scaled_scores;     // raw ÷ √d_head
-  std::vector<float> masked_scores;     // scaled, −inf after the query position
-  std::vector<float> weights;           // softmax of masked scores; masked keys exactly 0
+  float scale_divisor = 1.0f;        // √d_head, or 1 without scaling
+  std::size_t position = 0;          // the query's position (default: the last key's)
+  std::size_t visible_keys = 0;      // keys at positions ≤ the query's
+  std::vector<float> raw_scores;     // q·k_t for every key (masked ones too, for display)
+  std::vector<float> scaled_scores;  // raw ÷ √d_head
+  std::vector<float> masked_scores;  // scaled, −inf after the query position
+  std::vector<float> weights;        // softmax of masked scores; masked keys exactly 0
   float weight_sum = 0.0f;
-  std::vector<float> output;            // Σ_t weights[t] · v_t
+  std::vector<float> output;  // Σ_t weights[t] · v_t
 };
 
 // Throws std::invalid_argument naming the problem: no keys, empty or mismatched vector

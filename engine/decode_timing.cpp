@@ -24,14 +24,20 @@ double median(std::vector<double> values) {
 
 DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
   // LayerConfig validates the attention shape (sizes ≥ 1, heads divide, bytes fit).
-  const LayerConfig config({.hidden_size = 1, .n_heads = r.n_heads, .n_kv_heads = r.n_kv_heads,
-                            .head_dim = r.head_dim, .ffn_size = 1, .capacity = r.tokens});
-  if (r.steps < 1) throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
+  const LayerConfig config({.hidden_size = 1,
+                            .n_heads = r.n_heads,
+                            .n_kv_heads = r.n_kv_heads,
+                            .head_dim = r.head_dim,
+                            .ffn_size = 1,
+                            .capacity = r.tokens});
+  if (r.steps < 1)
+    throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
   if (r.threads < 1) {
     throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
   }
   if (!(r.duration_s >= 0.0)) {
-    throw std::invalid_argument("duration must be 0 or more seconds, got " + std::to_string(r.duration_s));
+    throw std::invalid_argument("duration must be 0 or more seconds, got " +
+                                std::to_string(r.duration_s));
   }
   KvCache cache(config, r.kv_dtype);
 
@@ -48,8 +54,12 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
   }
   std::vector<float> q(config.q_width()), out(config.q_width());
   fill_uniform(q, r.seed ^ 0x5eedull, -1.0f, 1.0f);
-  const AttentionProblem problem{.q = q.data(), .n_queries = 1, .first_pos = config.capacity() - 1,
-                                 .n_heads = config.n_heads(), .kv = cache.view(), .out = out.data()};
+  const AttentionProblem problem{.q = q.data(),
+                                 .n_queries = 1,
+                                 .first_pos = config.capacity() - 1,
+                                 .n_heads = config.n_heads(),
+                                 .kv = cache.view(),
+                                 .out = out.data()};
 
   for (int i = 0; i < r.warmup_steps; ++i) attend(problem, r.isa, r.threads);
   DecodeTiming t;
@@ -64,8 +74,10 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
   t.median_s = median(t.step_seconds);
   t.min_s = *std::min_element(t.step_seconds.begin(), t.step_seconds.end());
   t.max_s = *std::max_element(t.step_seconds.begin(), t.step_seconds.end());
-  t.bytes_read_per_step = kv_footprint({.n_kv_heads = r.n_kv_heads, .head_dim = r.head_dim,
-                                        .tokens = r.tokens, .dtype = r.kv_dtype})
+  t.bytes_read_per_step = kv_footprint({.n_kv_heads = r.n_kv_heads,
+                                        .head_dim = r.head_dim,
+                                        .tokens = r.tokens,
+                                        .dtype = r.kv_dtype})
                               .total_bytes;
   t.tokens_per_s = 1.0 / t.median_s;
   t.gbps = static_cast<double>(t.bytes_read_per_step) / t.median_s / 1e9;

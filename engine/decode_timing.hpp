@@ -16,9 +16,9 @@ struct DecodeTimingRequest {
   KvDtype kv_dtype = KvDtype::f32;
   Isa isa = Isa::scalar;
   int threads = 1;
-  int warmup_steps = 2;        // run first, not timed
-  int steps = 20;              // timed steps (at least this many)
-  double duration_s = 0.0;     // if > 0, keep stepping until this many seconds have passed
+  int warmup_steps = 2;     // run first, not timed
+  int steps = 20;           // timed steps (at least this many)
+  double duration_s = 0.0;  // if > 0, keep stepping until this many seconds have passed
   std::uint64_t seed = 1;
 };
 

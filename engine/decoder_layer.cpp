@@ -29,10 +29,9 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
   const int threads = options_.threads;
   if (n == 0) throw std::invalid_argument("prefill needs at least one token");
   if (n > cache_.capacity() - cache_.size()) {
-    throw std::length_error("tokens beyond capacity: the cache holds " +
-                            std::to_string(cache_.size()) + " of " +
-                            std::to_string(cache_.capacity()) + " tokens, " +
-                            std::to_string(n) + " more do not fit");
+    throw std::length_error(
+        "tokens beyond capacity: the cache holds " + std::to_string(cache_.size()) + " of " +
+        std::to_string(cache_.capacity()) + " tokens, " + std::to_string(n) + " more do not fit");
   }
   for (std::size_t i = 0; i < n * hidden; ++i) {
     if (!std::isfinite(x[i])) {
@@ -51,16 +50,19 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
   projector_(h.data(), w.wv.data(), n, hidden, c.kv_width(), v.data());
   const std::size_t first_pos = cache_.size();
   for (std::size_t i = 0; i < n; ++i) {
-    rope_ref(q.data() + i * c.q_width(), c.n_heads(), c.head_dim(), first_pos + i,
-             c.rope_theta());
+    rope_ref(q.data() + i * c.q_width(), c.n_heads(), c.head_dim(), first_pos + i, c.rope_theta());
     rope_ref(k.data() + i * c.kv_width(), c.n_kv_heads(), c.head_dim(), first_pos + i,
              c.rope_theta());
   }
   cache_.append(k.data(), v.data(), n);
 
   std::vector<float> heads(n * c.q_width());
-  attend({.q = q.data(), .n_queries = n, .first_pos = first_pos, .n_heads = c.n_heads(),
-          .kv = cache_.view(), .out = heads.data()},
+  attend({.q = q.data(),
+          .n_queries = n,
+          .first_pos = first_pos,
+          .n_heads = c.n_heads(),
+          .kv = cache_.view(),
+          .out = heads.data()},
          options_.isa, threads);
   std::vector<float> y(n * hidden);
   projector_(heads.data(), w.wo.data(), n, c.q_width(), hidden, y.data());

@@ -10,13 +10,12 @@
 namespace kvscope {
 namespace {
 
-std::size_t checked_head_stride(std::size_t n_kv_heads, std::size_t head_dim,
-                                std::size_t capacity, KvDtype dtype) {
+std::size_t checked_head_stride(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity,
+                                KvDtype dtype) {
   if (n_kv_heads == 0 || head_dim == 0 || capacity == 0) {
-    throw std::invalid_argument("KV cache sizes must be at least 1 (kv heads " +
-                                std::to_string(n_kv_heads) + ", head_dim " +
-                                std::to_string(head_dim) + ", capacity " +
-                                std::to_string(capacity) + ")");
+    throw std::invalid_argument(
+        "KV cache sizes must be at least 1 (kv heads " + std::to_string(n_kv_heads) +
+        ", head_dim " + std::to_string(head_dim) + ", capacity " + std::to_string(capacity) + ")");
   }
   const std::uint64_t block = checked_mul(checked_mul(capacity, head_dim, "KV cache block"),
                                           kv_element_bytes(dtype), "KV cache block");
@@ -30,8 +29,7 @@ std::size_t checked_head_stride(std::size_t n_kv_heads, std::size_t head_dim,
 
 }  // namespace
 
-KvCache::KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity,
-                 KvDtype dtype)
+KvCache::KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity, KvDtype dtype)
     : n_kv_heads_(n_kv_heads),
       head_dim_(head_dim),
       capacity_(capacity),

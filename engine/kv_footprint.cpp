@@ -36,9 +36,9 @@ KvFootprint kv_footprint(const KvShape& s) {
   f.k_bytes_per_token_layer = checked_mul(elements, kv_element_bytes(s.dtype), "KV row bytes");
   f.v_bytes_per_token_layer = f.k_bytes_per_token_layer;
   f.scale_bytes_per_token_layer = kv_has_scales(s.dtype) ? 2 * kv_heads * sizeof(float) : 0;
-  f.bytes_per_token_layer = checked_add(
-      checked_mul(f.k_bytes_per_token_layer, 2, "KV bytes per token"),
-      f.scale_bytes_per_token_layer, "KV bytes per token");
+  f.bytes_per_token_layer =
+      checked_add(checked_mul(f.k_bytes_per_token_layer, 2, "KV bytes per token"),
+                  f.scale_bytes_per_token_layer, "KV bytes per token");
   f.bytes_per_token = checked_mul(f.bytes_per_token_layer, layers, "KV bytes per token");
 
   const std::uint64_t sequences = checked_mul(tokens, batch, "tokens × batch");
@@ -47,8 +47,8 @@ KvFootprint kv_footprint(const KvShape& s) {
   f.k_bytes = checked_mul(f.k_bytes_per_token_layer, token_layers, "K bytes");
   f.v_bytes = checked_mul(f.v_bytes_per_token_layer, token_layers, "V bytes");
   f.scale_bytes = checked_mul(f.scale_bytes_per_token_layer, token_layers, "scale bytes");
-  f.total_bytes = checked_add(checked_add(f.k_bytes, f.v_bytes, "KV bytes"), f.scale_bytes,
-                              "KV bytes");
+  f.total_bytes =
+      checked_add(checked_add(f.k_bytes, f.v_bytes, "KV bytes"), f.scale_bytes, "KV bytes");
   return f;
 }
 

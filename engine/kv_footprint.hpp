@@ -18,7 +18,7 @@ struct KvShape {
 
 // Byte counts of a cache; totals are over all layers and sequences of the batch.
 struct KvFootprint {
-  std::uint64_t k_bytes_per_token_layer = 0;      // n_kv_heads × head_dim × element bytes
+  std::uint64_t k_bytes_per_token_layer = 0;  // n_kv_heads × head_dim × element bytes
   std::uint64_t v_bytes_per_token_layer = 0;
   std::uint64_t scale_bytes_per_token_layer = 0;  // int8: 2 × n_kv_heads × 4 (K and V scales)
   std::uint64_t bytes_per_token_layer = 0;        // K + V + scales for one token in one layer

@@ -62,10 +62,10 @@ std::uint64_t LayerConfig::kv_cache_bytes(KvDtype dtype) const {
 std::uint64_t LayerConfig::weight_bytes() const {
   const std::uint64_t q = checked_mul(hidden_size_, q_width(), "W_Q size");
   const std::uint64_t kv = checked_mul(hidden_size_, kv_width(), "W_K size");
-  const std::uint64_t mlp = checked_mul(checked_mul(hidden_size_, ffn_size_, "MLP size"), 3,
-                                        "MLP size");
-  std::uint64_t elements = checked_add(checked_mul(q, 2, "W_Q + W_O"), checked_mul(kv, 2, "W_K + W_V"),
-                                       "attention weights");
+  const std::uint64_t mlp =
+      checked_mul(checked_mul(hidden_size_, ffn_size_, "MLP size"), 3, "MLP size");
+  std::uint64_t elements = checked_add(checked_mul(q, 2, "W_Q + W_O"),
+                                       checked_mul(kv, 2, "W_K + W_V"), "attention weights");
   elements = checked_add(elements, mlp, "layer weights");
   elements = checked_add(elements, 2 * hidden_size_, "layer weights");
   return checked_mul(elements, sizeof(float), "layer weight bytes");

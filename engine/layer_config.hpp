@@ -35,9 +35,9 @@ class LayerConfig {
   float rms_norm_eps() const { return rms_norm_eps_; }
   float rope_theta() const { return rope_theta_; }
 
-  std::size_t q_width() const { return n_heads_ * head_dim_; }     // all query heads
-  std::size_t kv_width() const { return n_kv_heads_ * head_dim_; }  // all kv heads
-  std::size_t group_size() const { return n_heads_ / n_kv_heads_; } // query heads per kv head
+  std::size_t q_width() const { return n_heads_ * head_dim_; }       // all query heads
+  std::size_t kv_width() const { return n_kv_heads_ * head_dim_; }   // all kv heads
+  std::size_t group_size() const { return n_heads_ / n_kv_heads_; }  // query heads per kv head
   bool is_mha() const { return n_kv_heads_ == n_heads_; }
   bool is_mqa() const { return n_kv_heads_ == 1 && n_heads_ > 1; }
 

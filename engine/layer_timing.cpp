@@ -14,7 +14,8 @@ namespace kvscope {
 
 LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvDtype kv_dtype,
                               Isa isa, int threads, int steps) {
-  if (steps < 1) throw std::invalid_argument("steps must be at least 1, got " + std::to_string(steps));
+  if (steps < 1)
+    throw std::invalid_argument("steps must be at least 1, got " + std::to_string(steps));
   if (context < 1 || static_cast<std::uint64_t>(context) + steps + 1 > config.capacity()) {
     throw std::invalid_argument("context " + std::to_string(context) + " plus " +
                                 std::to_string(steps + 1) + " steps exceeds the capacity " +
@@ -39,7 +40,8 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
   for (int i = 0; i < steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     (void)layer.decode(x.data());
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   LayerTiming t;
   t.median_s = median(seconds);
@@ -47,7 +49,8 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
   t.bytes_per_step = config.weight_bytes() +
                      kv_footprint({.n_kv_heads = static_cast<std::int64_t>(config.n_kv_heads()),
                                    .head_dim = static_cast<std::int64_t>(config.head_dim()),
-                                   .tokens = context, .dtype = kv_dtype})
+                                   .tokens = context,
+                                   .dtype = kv_dtype})
                          .total_bytes;
   return t;
 }

@@ -29,9 +29,8 @@ double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, in
   // Distinct, non-zero pages: zero pages could all map to one shared physical page.
   for (std::size_t i = 0; i < buffer.bytes(); i += 64) buffer.data()[i] = std::byte{1};
   volatile float sink = read_sweep(buffer.data(), buffer.bytes(), isa, threads);  // warm-up
-  const std::vector<double> seconds = time_repeats(repeats, [&] {
-    sink = read_sweep(buffer.data(), buffer.bytes(), isa, threads);
-  });
+  const std::vector<double> seconds = time_repeats(
+      repeats, [&] { sink = read_sweep(buffer.data(), buffer.bytes(), isa, threads); });
   (void)sink;
   return static_cast<double>(buffer.bytes()) / median(seconds) / 1e9;
 }

@@ -41,9 +41,13 @@ class AlignedBuffer {
   std::size_t bytes() const { return bytes_; }
 
   template <class T>
-  T* as() { return reinterpret_cast<T*>(data_.get()); }
+  T* as() {
+    return reinterpret_cast<T*>(data_.get());
+  }
   template <class T>
-  const T* as() const { return reinterpret_cast<const T*>(data_.get()); }
+  const T* as() const {
+    return reinterpret_cast<const T*>(data_.get());
+  }
 
  private:
   std::unique_ptr<std::byte, FreeDeleter> data_;

@@ -23,8 +23,8 @@ const ModelPreset& find_model_preset(std::string_view name) {
     if (p.name == name) return p;
     known += (known.empty() ? "" : ", ") + std::string(p.name);
   }
-  throw std::invalid_argument("unknown model preset '" + std::string(name) + "' (known: " +
-                              known + ")");
+  throw std::invalid_argument("unknown model preset '" + std::string(name) + "' (known: " + known +
+                              ")");
 }
 
 }  // namespace kvscope

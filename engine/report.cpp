@@ -16,8 +16,11 @@ namespace {
 
 LayerConfig layer_config(const ReportRequest& r, std::int64_t kv_heads, std::int64_t tokens) {
   // Capacity: the context, the warm-up step and the timed steps.
-  return LayerConfig({.hidden_size = r.hidden_size, .n_heads = r.n_heads, .n_kv_heads = kv_heads,
-                      .head_dim = r.head_dim, .ffn_size = r.ffn_size,
+  return LayerConfig({.hidden_size = r.hidden_size,
+                      .n_heads = r.n_heads,
+                      .n_kv_heads = kv_heads,
+                      .head_dim = r.head_dim,
+                      .ffn_size = r.ffn_size,
                       .capacity = tokens + r.steps + 2});
 }
 
@@ -39,17 +42,19 @@ double speed_of_light_seconds(std::uint64_t bytes, std::uint64_t flops, double g
 
 std::uint64_t report_peak_bytes(const ReportRequest& r) {
   if (r.tokens.empty() || r.kv_heads.empty() || r.kv_dtypes.empty()) {
-    throw std::invalid_argument("the report needs at least one context length, kv head count "
-                                "and cache type");
+    throw std::invalid_argument(
+        "the report needs at least one context length, kv head count "
+        "and cache type");
   }
-  if (r.steps < 1) throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
+  if (r.steps < 1)
+    throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
   std::uint64_t peak = 0;
   for (std::int64_t tokens : r.tokens) {
     for (std::int64_t kv_heads : r.kv_heads) {
       // Validates every size and the head ratio, naming the bad value.
       const LayerConfig config = layer_config(r, kv_heads, tokens);
-      (void)kv_footprint({.n_kv_heads = kv_heads, .head_dim = r.head_dim, .tokens = tokens,
-                          .layers = r.layers});
+      (void)kv_footprint(
+          {.n_kv_heads = kv_heads, .head_dim = r.head_dim, .tokens = tokens, .layers = r.layers});
       for (KvDtype dtype : r.kv_dtypes) {
         const std::uint64_t cache = config.kv_cache_bytes(dtype);
         std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
@@ -63,7 +68,8 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
 
 std::vector<ReportRow> run_report(const ReportRequest& r) {
   require_memory(report_peak_bytes(r), "this report");
-  if (r.threads < 1) throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
+  if (r.threads < 1)
+    throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
 
   if (r.progress) r.progress("measuring the FMA peak");
   const double fma_peak = measure_fma_peak_gflops(r.isa, r.threads);
@@ -76,8 +82,8 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         row.variant = attention_variant(r.n_heads, kv_heads);
         if (r.progress) {
           r.progress(row.variant + " " + std::string(to_string(dtype)) + " at " +
-                     std::to_string(tokens) + " tokens (" + std::to_string(rows.size() + 1) +
-                     "/" + std::to_string(total) + ")");
+                     std::to_string(tokens) + " tokens (" + std::to_string(rows.size() + 1) + "/" +
+                     std::to_string(total) + ")");
         }
         row.n_heads = r.n_heads;
         row.n_kv_heads = kv_heads;
@@ -87,17 +93,23 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         row.kv_dtype = dtype;
         row.isa = r.isa;
         row.threads = r.threads;
-        const KvFootprint fp = kv_footprint({.n_kv_heads = kv_heads, .head_dim = r.head_dim,
-                                             .tokens = tokens, .layers = r.layers,
+        const KvFootprint fp = kv_footprint({.n_kv_heads = kv_heads,
+                                             .head_dim = r.head_dim,
+                                             .tokens = tokens,
+                                             .layers = r.layers,
                                              .dtype = dtype});
         row.cache_bytes = fp.bytes_per_layer;
         row.cache_bytes_all_layers = fp.total_bytes;
         row.flops_per_step = decode_attention_flops(r.n_heads, r.head_dim, tokens);
 
-        const DecodeTiming t = time_attention_decode(
-            {.n_heads = r.n_heads, .n_kv_heads = kv_heads, .head_dim = r.head_dim,
-             .tokens = tokens, .kv_dtype = dtype, .isa = r.isa, .threads = r.threads,
-             .steps = r.steps});
+        const DecodeTiming t = time_attention_decode({.n_heads = r.n_heads,
+                                                      .n_kv_heads = kv_heads,
+                                                      .head_dim = r.head_dim,
+                                                      .tokens = tokens,
+                                                      .kv_dtype = dtype,
+                                                      .isa = r.isa,
+                                                      .threads = r.threads,
+                                                      .steps = r.steps});
         row.bytes_read_per_step = t.bytes_read_per_step;
         row.attn_seconds_median = t.median_s;
         row.attn_seconds_min = t.min_s;
@@ -111,14 +123,15 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         row.speed_of_light_seconds = speed_of_light_seconds(
             row.bytes_read_per_step, row.flops_per_step, row.read_bandwidth_gbps, fma_peak);
         row.fraction_of_speed_of_light = row.speed_of_light_seconds / row.attn_seconds_median;
-        row.bound = static_cast<double>(row.bytes_read_per_step) / (row.read_bandwidth_gbps * 1e9) >=
-                            static_cast<double>(row.flops_per_step) / (fma_peak * 1e9)
-                        ? "memory"
-                        : "compute";
+        row.bound =
+            static_cast<double>(row.bytes_read_per_step) / (row.read_bandwidth_gbps * 1e9) >=
+                    static_cast<double>(row.flops_per_step) / (fma_peak * 1e9)
+                ? "memory"
+                : "compute";
         if (r.measure_layer) {
-          const LayerTiming layer = time_layer_decode(layer_config(r, kv_heads, tokens), tokens,
-                                                      dtype, r.isa, r.threads,
-                                                      std::max(3, r.steps / 2));
+          const LayerTiming layer =
+              time_layer_decode(layer_config(r, kv_heads, tokens), tokens, dtype, r.isa, r.threads,
+                                std::max(3, r.steps / 2));
           row.layer_tokens_per_s = layer.tokens_per_s;
           row.layer_bytes_per_step = layer.bytes_per_step;
         }

@@ -15,17 +15,17 @@ namespace kvscope {
 struct ReportRequest {
   std::int64_t n_heads = 32;
   std::int64_t head_dim = 128;
-  std::vector<std::int64_t> tokens{2000};           // one row set per context length
-  std::vector<std::int64_t> kv_heads{32, 8, 1};     // MHA, GQA-8, MQA
+  std::vector<std::int64_t> tokens{2000};        // one row set per context length
+  std::vector<std::int64_t> kv_heads{32, 8, 1};  // MHA, GQA-8, MQA
   std::vector<KvDtype> kv_dtypes{KvDtype::f32, KvDtype::bf16, KvDtype::int8};
   std::int64_t layers = 1;
-  std::int64_t hidden_size = 4096;                  // for the full-layer measurement
+  std::int64_t hidden_size = 4096;  // for the full-layer measurement
   std::int64_t ffn_size = 11008;
   bool measure_layer = true;
   Isa isa = Isa::scalar;
   int threads = 1;
   int steps = 10;
-  std::function<void(std::string_view)> progress;   // told before each measurement
+  std::function<void(std::string_view)> progress;  // told before each measurement
 };
 
 struct ReportRow {
@@ -34,21 +34,21 @@ struct ReportRow {
   KvDtype kv_dtype = KvDtype::f32;
   Isa isa = Isa::scalar;
   int threads = 1;
-  std::uint64_t cache_bytes = 0;             // one layer
+  std::uint64_t cache_bytes = 0;  // one layer
   std::uint64_t cache_bytes_all_layers = 0;
-  std::uint64_t bytes_read_per_step = 0;     // one layer's K, V and scales
-  std::uint64_t flops_per_step = 0;          // 4 · heads · head_dim · tokens (QKᵀ and AV)
+  std::uint64_t bytes_read_per_step = 0;  // one layer's K, V and scales
+  std::uint64_t flops_per_step = 0;       // 4 · heads · head_dim · tokens (QKᵀ and AV)
   double attn_seconds_median = 0, attn_seconds_min = 0, attn_seconds_max = 0;
   double attn_tokens_per_s = 0;
   double attn_gbps = 0;
-  double read_bandwidth_gbps = 0;            // plain read loop, same bytes and threads
-  double fraction_of_bandwidth = 0;          // attn_gbps / read_bandwidth_gbps
+  double read_bandwidth_gbps = 0;    // plain read loop, same bytes and threads
+  double fraction_of_bandwidth = 0;  // attn_gbps / read_bandwidth_gbps
   double fma_peak_gflops = 0;
-  double speed_of_light_seconds = 0;         // max(bytes ÷ bandwidth, FLOPs ÷ FMA peak)
-  double fraction_of_speed_of_light = 0;     // speed of light ÷ measured median
-  std::string bound;                         // "memory" or "compute"
-  double layer_tokens_per_s = 0;             // 0 when not measured
-  std::uint64_t layer_bytes_per_step = 0;    // f32 weights + cache
+  double speed_of_light_seconds = 0;       // max(bytes ÷ bandwidth, FLOPs ÷ FMA peak)
+  double fraction_of_speed_of_light = 0;   // speed of light ÷ measured median
+  std::string bound;                       // "memory" or "compute"
+  double layer_tokens_per_s = 0;           // 0 when not measured
+  std::uint64_t layer_bytes_per_step = 0;  // f32 weights + cache
 };
 
 // FLOPs of one decode step's attention: QKᵀ and AV each take 2 · head_dim per key per head.
@@ -56,8 +56,7 @@ std::uint64_t decode_attention_flops(std::int64_t n_heads, std::int64_t head_dim
                                      std::int64_t tokens);
 
 // The larger of moving `bytes` at `gbps` and computing `flops` at `gflops`.
-double speed_of_light_seconds(std::uint64_t bytes, std::uint64_t flops, double gbps,
-                              double gflops);
+double speed_of_light_seconds(std::uint64_t bytes, std::uint64_t flops, double gbps, double gflops);
 
 // The bytes a report needs at once, at most: its largest cache, an equal read buffer and,
 // when the layer is measured, the layer's weights. Throws when an input is invalid.

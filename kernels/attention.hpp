@@ -16,8 +16,8 @@ struct AttentionProblem {
   std::size_t n_queries = 0;
   std::size_t first_pos = 0;
   std::size_t n_heads = 0;
-  KvView kv;                 // holds keys and values for positions [0, first_pos + n_queries)
-  float* out = nullptr;      // [n_queries × n_heads × head_dim]
+  KvView kv;             // holds keys and values for positions [0, first_pos + n_queries)
+  float* out = nullptr;  // [n_queries × n_heads × head_dim]
 };
 
 // Computes out = softmax(q kᵀ / sqrt(d) + causal mask) v for every query and head on the

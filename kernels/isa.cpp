@@ -8,10 +8,14 @@ namespace kvscope {
 
 std::string_view to_string(Isa isa) {
   switch (isa) {
-    case Isa::scalar: return "scalar";
-    case Isa::sse2: return "sse2";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
+    case Isa::scalar:
+      return "scalar";
+    case Isa::sse2:
+      return "sse2";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
   }
   return "?";
 }
@@ -26,9 +30,12 @@ Isa parse_isa(std::string_view name) {
 
 bool cpu_supports(Isa isa) {
   switch (isa) {
-    case Isa::scalar: return true;
-    case Isa::sse2: return __builtin_cpu_supports("sse2");
-    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::scalar:
+      return true;
+    case Isa::sse2:
+      return __builtin_cpu_supports("sse2");
+    case Isa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case Isa::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");

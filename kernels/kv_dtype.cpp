@@ -6,10 +6,14 @@ namespace kvscope {
 
 std::string_view to_string(KvDtype t) {
   switch (t) {
-    case KvDtype::f32: return "f32";
-    case KvDtype::f16: return "f16";
-    case KvDtype::bf16: return "bf16";
-    case KvDtype::int8: return "int8";
+    case KvDtype::f32:
+      return "f32";
+    case KvDtype::f16:
+      return "f16";
+    case KvDtype::bf16:
+      return "bf16";
+    case KvDtype::int8:
+      return "int8";
   }
   return "?";
 }

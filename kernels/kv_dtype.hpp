@@ -11,10 +11,14 @@ enum class KvDtype { f32, f16, bf16, int8 };
 // Bytes of one stored K or V element (int8 scales are counted separately).
 constexpr std::size_t kv_element_bytes(KvDtype t) {
   switch (t) {
-    case KvDtype::f32: return 4;
-    case KvDtype::f16: return 2;
-    case KvDtype::bf16: return 2;
-    case KvDtype::int8: return 1;
+    case KvDtype::f32:
+      return 4;
+    case KvDtype::f16:
+      return 2;
+    case KvDtype::bf16:
+      return 2;
+    case KvDtype::int8:
+      return 1;
   }
   return 0;
 }

@@ -8,7 +8,8 @@ namespace kvscope {
 
 inline std::uint16_t f32_to_bf16_bits(float x) {
   std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<std::uint16_t>(u >> 16);
 }
@@ -33,9 +34,9 @@ inline std::uint16_t f32_to_f16_bits(float x) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
   const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   const std::uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;           // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;          // rounds to ≥ 65520: inf
-  if (abs < 0x38800000u) {                                // below 2^-14: subnormal half or 0
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to ≥ 65520: inf
+  if (abs < 0x38800000u) {                        // below 2^-14: subnormal half or 0
     // Adding 0.5 shifts the significand so the FPU rounds (ties to even) at 2^-24.
     const float shifted = std::bit_cast<float>(abs) + 0.5f;
     return sign | static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(shifted) - 0x3f000000u);

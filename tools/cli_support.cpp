@@ -21,7 +21,8 @@ void AttentionShapeFlags::add_to(CLI::App& app, bool with_layers, bool with_toke
   }
   if (with_layers) app.add_option("--layers", layers, "decoder layers")->capture_default_str();
   std::string names;
-  for (const ModelPreset& p : model_presets()) names += (names.empty() ? "" : " | ") + std::string(p.name);
+  for (const ModelPreset& p : model_presets())
+    names += (names.empty() ? "" : " | ") + std::string(p.name);
   app.add_option("--model", model, "model preset: " + names);
   app.add_option("--config", config, "a Hugging Face config.json to take the shape from")
       ->excludes("--model");
@@ -33,12 +34,15 @@ void AttentionShapeFlags::resolve(const CLI::App& app) {
     from = find_model_preset(model);
   } else if (!config.empty()) {
     const HfModelConfig hf = load_hf_config(config);
-    from = {.n_heads = hf.shape.n_heads, .n_kv_heads = hf.shape.n_kv_heads,
-            .head_dim = hf.shape.head_dim, .n_layers = hf.num_hidden_layers,
-            .hidden_size = hf.shape.hidden_size, .ffn_size = hf.shape.ffn_size};
+    from = {.n_heads = hf.shape.n_heads,
+            .n_kv_heads = hf.shape.n_kv_heads,
+            .head_dim = hf.shape.head_dim,
+            .n_layers = hf.num_hidden_layers,
+            .hidden_size = hf.shape.hidden_size,
+            .ffn_size = hf.shape.ffn_size};
   }
-  const bool explicit_kv_heads = app.get_option_no_throw("--kv-heads") != nullptr &&
-                                 app.count("--kv-heads") > 0;
+  const bool explicit_kv_heads =
+      app.get_option_no_throw("--kv-heads") != nullptr && app.count("--kv-heads") > 0;
   if (from.n_heads > 0) {
     if (app.count("--heads") == 0) heads = from.n_heads;
     if (!explicit_kv_heads) kv_heads = from.n_kv_heads;
@@ -69,15 +73,18 @@ int ComputeFlags::resolved_threads() const {
 
 void add_kv_dtype_flag(CLI::App& app, KvDtype& dtype) {
   app.add_option_function<std::string>(
-         "--kv-dtype", [&dtype](const std::string& name) { dtype = parse_kv_dtype(name); },
-         "KV cache element type: f32 | f16 | bf16 | int8 (default f32)");
+      "--kv-dtype", [&dtype](const std::string& name) { dtype = parse_kv_dtype(name); },
+      "KV cache element type: f32 | f16 | bf16 | int8 (default f32)");
 }
 
 std::string format_seconds(double s) {
   char text[32];
-  if (s >= 1.0) std::snprintf(text, sizeof text, "%.3f s", s);
-  else if (s >= 1e-3) std::snprintf(text, sizeof text, "%.3f ms", s * 1e3);
-  else std::snprintf(text, sizeof text, "%.2f µs", s * 1e6);
+  if (s >= 1.0)
+    std::snprintf(text, sizeof text, "%.3f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(text, sizeof text, "%.3f ms", s * 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.2f µs", s * 1e6);
   return text;
 }
 

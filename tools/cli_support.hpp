@@ -11,8 +11,8 @@
 namespace kvscope::cli {
 
 // --heads, --kv-heads (default: --heads), --d-head, --tokens, and --model PRESET or
-// --config config.json, which fill the shape (explicit flags win). Values are checked later by the engine, so a bad one
-// gets the engine's message naming it.
+// --config config.json, which fill the shape (explicit flags win). Values are checked later by the
+// engine, so a bad one gets the engine's message naming it.
 struct AttentionShapeFlags {
   std::int64_t heads = 32;
   std::int64_t kv_heads = 0;
@@ -20,8 +20,8 @@ struct AttentionShapeFlags {
   std::int64_t tokens = 2000;
   std::int64_t layers = 1;
   std::string model;
-  std::string config;              // a Hugging Face config.json
-  std::int64_t hidden_size = 0;    // from --model or --config; 0 when neither gave it
+  std::string config;            // a Hugging Face config.json
+  std::int64_t hidden_size = 0;  // from --model or --config; 0 when neither gave it
   std::int64_t ffn_size = 0;
 
   // --tokens and --kv-heads are left out where a command takes them as lists.

@@ -43,12 +43,13 @@ nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t) 
 }
 
 void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t) {
-  std::printf("decode attention: %lld heads, %lld kv heads (%s), d_head %lld, %s tokens, %s cache, "
-              "isa %s, %d thread%s\n",
-              static_cast<long long>(r.n_heads), static_cast<long long>(r.n_kv_heads),
-              attention_variant(r.n_heads, r.n_kv_heads).c_str(), static_cast<long long>(r.head_dim),
-              with_commas(r.tokens).c_str(), std::string(to_string(r.kv_dtype)).c_str(),
-              std::string(to_string(r.isa)).c_str(), r.threads, r.threads == 1 ? "" : "s");
+  std::printf(
+      "decode attention: %lld heads, %lld kv heads (%s), d_head %lld, %s tokens, %s cache, "
+      "isa %s, %d thread%s\n",
+      static_cast<long long>(r.n_heads), static_cast<long long>(r.n_kv_heads),
+      attention_variant(r.n_heads, r.n_kv_heads).c_str(), static_cast<long long>(r.head_dim),
+      with_commas(r.tokens).c_str(), std::string(to_string(r.kv_dtype)).c_str(),
+      std::string(to_string(r.isa)).c_str(), r.threads, r.threads == 1 ? "" : "s");
   std::printf("  cache read per step  %s\n", format_bytes(t.bytes_read_per_step).c_str());
   std::printf("  step time            median %s (min %s, max %s) over %zu steps after %d warm-up\n",
               format_seconds(t.median_s).c_str(), format_seconds(t.min_s).c_str(),

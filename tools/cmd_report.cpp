@@ -89,7 +89,8 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   request.kv_heads = f.kv_heads.empty() ? default_kv_heads(f.shape.heads)
                                         : parse_int_list(f.kv_heads, "--kv-heads");
   request.kv_dtypes.clear();
-  for (const std::string& name : split_list(f.kv_dtypes)) request.kv_dtypes.push_back(parse_kv_dtype(name));
+  for (const std::string& name : split_list(f.kv_dtypes))
+    request.kv_dtypes.push_back(parse_kv_dtype(name));
   request.hidden_size = f.shape.heads * f.shape.d_head;
   request.ffn_size = llama_ffn_size(request.hidden_size);
   const bool from_model = f.shape.hidden_size > 0;  // --model or --config
@@ -107,8 +108,9 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   request.threads = f.compute.resolved_threads();
   request.steps = f.steps;
   if (!f.svg.empty() && request.tokens.size() < 2) {
-    std::fprintf(stderr, "kvscope: note: --svg plots against context length; pass several "
-                         "--tokens (e.g. 512,2000,8192) for lines rather than points\n");
+    std::fprintf(stderr,
+                 "kvscope: note: --svg plots against context length; pass several "
+                 "--tokens (e.g. 512,2000,8192) for lines rather than points\n");
   }
   const bool show_progress = isatty(STDERR_FILENO) != 0;
   if (show_progress) {
@@ -133,18 +135,20 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
     return;
   }
   const ReportRow& first = rows.front();
-  std::printf("kvscope report: %lld query heads × d_head %lld, %s, isa %s, %d thread%s; FMA peak "
-              "measured %.0f GFLOP/s\n\n",
-              static_cast<long long>(first.n_heads), static_cast<long long>(first.head_dim),
-              request.layers == 1 ? "1 layer" : (std::to_string(request.layers) + " layers").c_str(),
-              std::string(to_string(first.isa)).c_str(), first.threads,
-              first.threads == 1 ? "" : "s", first.fma_peak_gflops);
+  std::printf(
+      "kvscope report: %lld query heads × d_head %lld, %s, isa %s, %d thread%s; FMA peak "
+      "measured %.0f GFLOP/s\n\n",
+      static_cast<long long>(first.n_heads), static_cast<long long>(first.head_dim),
+      request.layers == 1 ? "1 layer" : (std::to_string(request.layers) + " layers").c_str(),
+      std::string(to_string(first.isa)).c_str(), first.threads, first.threads == 1 ? "" : "s",
+      first.fma_peak_gflops);
   std::fputs(report_table(rows).c_str(), stdout);
-  std::printf("\n(cache/layer and read/step in MB = 1e6 bytes; 'read GB/s' is a plain read loop "
-              "over the same bytes with the same threads; 'light' is the speed of light, max of "
-              "bytes ÷ read bandwidth and FLOPs ÷ FMA peak; 'layer t/s' is the full decoder layer "
-              "at hidden %lld, ffn %lld)\n\n",
-              static_cast<long long>(request.hidden_size), static_cast<long long>(request.ffn_size));
+  std::printf(
+      "\n(cache/layer and read/step in MB = 1e6 bytes; 'read GB/s' is a plain read loop "
+      "over the same bytes with the same threads; 'light' is the speed of light, max of "
+      "bytes ÷ read bandwidth and FLOPs ÷ FMA peak; 'layer t/s' is the full decoder layer "
+      "at hidden %lld, ffn %lld)\n\n",
+      static_cast<long long>(request.hidden_size), static_cast<long long>(request.ffn_size));
   std::fputs(explain_report(rows).c_str(), stdout);
   if (request.layers > 1) {
     std::printf("All %lld layers: %s of cache for %s %s.\n", static_cast<long long>(request.layers),
@@ -162,14 +166,18 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
 void add_report_command(CLI::App& app) {
   auto flags = std::make_shared<ReportFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "report", "cache size, decode step and bandwidth limit for MHA/GQA/MQA × cache types "
-                "(the default)");
+      "report",
+      "cache size, decode step and bandwidth limit for MHA/GQA/MQA × cache types "
+      "(the default)");
   flags->shape.add_to(*cmd, /*with_layers=*/true, /*with_tokens_and_kv_heads=*/false);
   flags->compute.add_to(*cmd);
-  cmd->add_option("--tokens", flags->tokens, "context lengths; a comma list sweeps, e.g. 512,2000,8192")
+  cmd->add_option("--tokens", flags->tokens,
+                  "context lengths; a comma list sweeps, e.g. 512,2000,8192")
       ->capture_default_str();
-  cmd->add_option("--kv-heads", flags->kv_heads, "kv head counts, comma list (default: MHA, GQA-8, MQA)");
-  cmd->add_option("--kv-dtypes", flags->kv_dtypes, "cache types, comma list")->capture_default_str();
+  cmd->add_option("--kv-heads", flags->kv_heads,
+                  "kv head counts, comma list (default: MHA, GQA-8, MQA)");
+  cmd->add_option("--kv-dtypes", flags->kv_dtypes, "cache types, comma list")
+      ->capture_default_str();
   cmd->add_option("--steps", flags->steps, "timed decode steps per row")->capture_default_str();
   cmd->add_flag("--no-layer", flags->no_layer, "skip the full decoder-layer measurement");
   auto* json = cmd->add_flag("--json", flags->json, "print an array of row objects");

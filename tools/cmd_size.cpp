@@ -21,13 +21,13 @@ struct SizeFlags {
 
 void print_size(const SizeFlags& f, const KvFootprint& fp) {
   const auto& s = f.shape;
-  std::printf("KV cache: %lld query heads, %lld kv heads (%s), d_head %lld, %s tokens, %lld layer%s, "
-              "batch %lld, %s\n\n",
-              static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads),
-              attention_variant(s.heads, s.kv_heads).c_str(), static_cast<long long>(s.d_head),
-              with_commas(s.tokens).c_str(), static_cast<long long>(s.layers),
-              s.layers == 1 ? "" : "s", static_cast<long long>(f.batch),
-              std::string(to_string(f.dtype)).c_str());
+  std::printf(
+      "KV cache: %lld query heads, %lld kv heads (%s), d_head %lld, %s tokens, %lld layer%s, "
+      "batch %lld, %s\n\n",
+      static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads),
+      attention_variant(s.heads, s.kv_heads).c_str(), static_cast<long long>(s.d_head),
+      with_commas(s.tokens).c_str(), static_cast<long long>(s.layers), s.layers == 1 ? "" : "s",
+      static_cast<long long>(f.batch), std::string(to_string(f.dtype)).c_str());
   std::printf("%-8s %22s %36s %36s\n", "", "per token, one layer", "per layer", "all layers");
   const auto layers = static_cast<std::uint64_t>(s.layers);
   auto row = [&](const char* name, std::uint64_t per_token, std::uint64_t total) {
@@ -77,10 +77,14 @@ void add_size_command(CLI::App& app) {
                                   ") must be a multiple of --kv-heads (" +
                                   std::to_string(s.kv_heads) + ")");
     }
-    if (s.heads < 1) throw std::invalid_argument("--heads must be at least 1, got " + std::to_string(s.heads));
-    const KvFootprint fp = kv_footprint({.n_kv_heads = s.kv_heads, .head_dim = s.d_head,
-                                         .tokens = s.tokens, .layers = s.layers,
-                                         .batch = flags->batch, .dtype = flags->dtype});
+    if (s.heads < 1)
+      throw std::invalid_argument("--heads must be at least 1, got " + std::to_string(s.heads));
+    const KvFootprint fp = kv_footprint({.n_kv_heads = s.kv_heads,
+                                         .head_dim = s.d_head,
+                                         .tokens = s.tokens,
+                                         .layers = s.layers,
+                                         .batch = flags->batch,
+                                         .dtype = flags->dtype});
     if (flags->json) {
       std::cout << size_json(*flags, fp).dump(2) << "\n";
     } else {

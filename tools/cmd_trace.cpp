@@ -49,8 +49,10 @@ std::string format_values(const std::vector<float>& v) {
   std::string s = "[";
   for (std::size_t i = 0; i < v.size(); ++i) {
     char text[32];
-    if (std::isinf(v[i])) std::snprintf(text, sizeof text, "%s", v[i] < 0 ? "-inf" : "inf");
-    else std::snprintf(text, sizeof text, "%.4g", v[i]);
+    if (std::isinf(v[i]))
+      std::snprintf(text, sizeof text, "%s", v[i] < 0 ? "-inf" : "inf");
+    else
+      std::snprintf(text, sizeof text, "%.4g", v[i]);
     s += (i ? ", " : "") + std::string(text);
   }
   return s + "]";
@@ -65,8 +67,8 @@ nlohmann::json finite_or_null(const std::vector<float>& v) {
 void print_trace(const TraceInput& in, const AttentionTrace& tr) {
   const std::size_t n = in.keys.size();
   const std::string row = "[1×" + std::to_string(n) + "]";
-  std::printf("Attention trace: 1 query · %zu keys · d_head %zu · query at position %zu\n\n",
-              n, tr.d_head, tr.position);
+  std::printf("Attention trace: 1 query · %zu keys · d_head %zu · query at position %zu\n\n", n,
+              tr.d_head, tr.position);
   std::printf("inputs   q %s;", format_values(in.query).c_str());
   for (std::size_t t = 0; t < n; ++t) {
     std::printf(" k%zu %s v%zu %s%s", t + 1, format_values(in.keys[t]).c_str(), t + 1,
@@ -90,10 +92,10 @@ void print_trace(const TraceInput& in, const AttentionTrace& tr) {
     std::printf("step 2  scaled        skipped (--no-scale)      %-8s %s\n", row.c_str(),
                 format_values(tr.scaled_scores).c_str());
   }
-  std::printf("step 3  causal mask   keys after position %-4zu %-8s %s\n", tr.position,
-              row.c_str(), format_values(tr.masked_scores).c_str());
-  std::printf("step 4  softmax       e^(s − max) / Σ           %-8s %s  (sum %.6g)\n",
-              row.c_str(), format_values(tr.weights).c_str(), tr.weight_sum);
+  std::printf("step 3  causal mask   keys after position %-4zu %-8s %s\n", tr.position, row.c_str(),
+              format_values(tr.masked_scores).c_str());
+  std::printf("step 4  softmax       e^(s − max) / Σ           %-8s %s  (sum %.6g)\n", row.c_str(),
+              format_values(tr.weights).c_str(), tr.weight_sum);
   std::printf("step 5  output        O = Σ w_t · v_t           [1×%zu]    %s\n", tr.output.size(),
               format_values(tr.output).c_str());
   std::string blend;
@@ -125,8 +127,8 @@ void add_trace_command(CLI::App& app) {
   cmd->add_flag("--json", flags->json, "print a JSON object");
   cmd->callback([flags, cmd] {
     const bool lesson = cmd->count("--query") + cmd->count("--key") + cmd->count("--value") == 0;
-    if (!lesson && (cmd->count("--query") == 0 || cmd->count("--key") == 0 ||
-                    cmd->count("--value") == 0)) {
+    if (!lesson &&
+        (cmd->count("--query") == 0 || cmd->count("--key") == 0 || cmd->count("--value") == 0)) {
       throw std::invalid_argument(
           "a custom example needs --query, --key and --value together (one --value per --key)");
     }

@@ -12,13 +12,32 @@ namespace kvscope::cli {
 namespace {
 
 // The CSV and JSON columns, in order.
-const std::vector<std::string> kColumns = {
-    "variant", "n_heads", "n_kv_heads", "head_dim", "tokens", "layers", "kv_dtype", "isa",
-    "threads", "cache_bytes", "cache_bytes_all_layers", "bytes_read_per_step",
-    "flops_per_step", "attn_seconds_median", "attn_seconds_min", "attn_seconds_max",
-    "attn_tokens_per_s", "attn_gbps", "read_bandwidth_gbps", "fraction_of_bandwidth",
-    "fma_peak_gflops", "speed_of_light_seconds", "fraction_of_speed_of_light", "bound",
-    "layer_tokens_per_s", "layer_bytes_per_step"};
+const std::vector<std::string> kColumns = {"variant",
+                                           "n_heads",
+                                           "n_kv_heads",
+                                           "head_dim",
+                                           "tokens",
+                                           "layers",
+                                           "kv_dtype",
+                                           "isa",
+                                           "threads",
+                                           "cache_bytes",
+                                           "cache_bytes_all_layers",
+                                           "bytes_read_per_step",
+                                           "flops_per_step",
+                                           "attn_seconds_median",
+                                           "attn_seconds_min",
+                                           "attn_seconds_max",
+                                           "attn_tokens_per_s",
+                                           "attn_gbps",
+                                           "read_bandwidth_gbps",
+                                           "fraction_of_bandwidth",
+                                           "fma_peak_gflops",
+                                           "speed_of_light_seconds",
+                                           "fraction_of_speed_of_light",
+                                           "bound",
+                                           "layer_tokens_per_s",
+                                           "layer_bytes_per_step"};
 
 nlohmann::json row_json(const ReportRow& r) {
   return {{"variant", r.variant},
@@ -89,10 +108,10 @@ std::string report_csv(const std::vector<ReportRow>& rows) {
 std::string report_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[400];
-  std::snprintf(line, sizeof line, "%-7s %4s %-5s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n",
-                "variant", "kv", "cache", "tokens", "cache/layer", "read/step",
-                "step median (min-max)", "tokens/s", "GB/s", "read GB/s", "of bw",
-                "light", "of SoL", "layer t/s");
+  std::snprintf(line, sizeof line,
+                "%-7s %4s %-5s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n", "variant",
+                "kv", "cache", "tokens", "cache/layer", "read/step", "step median (min-max)",
+                "tokens/s", "GB/s", "read GB/s", "of bw", "light", "of SoL", "layer t/s");
   out += line;
   for (const ReportRow& r : rows) {
     const std::string range = format_seconds(r.attn_seconds_median) + " (" +
@@ -100,14 +119,15 @@ std::string report_table(const std::vector<ReportRow>& rows) {
                               format_seconds(r.attn_seconds_max) + ")";
     char layer[32] = "-";
     if (r.layer_tokens_per_s > 0) std::snprintf(layer, sizeof layer, "%.1f", r.layer_tokens_per_s);
-    std::snprintf(line, sizeof line,
-                  "%-7s %4lld %-5s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% %10s\n",
-                  r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
-                  std::string(to_string(r.kv_dtype)).c_str(), static_cast<long long>(r.tokens),
-                  mb(r.cache_bytes).c_str(), mb(r.bytes_read_per_step).c_str(), range.c_str(),
-                  r.attn_tokens_per_s, r.attn_gbps, r.read_bandwidth_gbps,
-                  100 * r.fraction_of_bandwidth, format_seconds(r.speed_of_light_seconds).c_str(),
-                  100 * r.fraction_of_speed_of_light, layer);
+    std::snprintf(
+        line, sizeof line,
+        "%-7s %4lld %-5s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% %10s\n",
+        r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
+        std::string(to_string(r.kv_dtype)).c_str(), static_cast<long long>(r.tokens),
+        mb(r.cache_bytes).c_str(), mb(r.bytes_read_per_step).c_str(), range.c_str(),
+        r.attn_tokens_per_s, r.attn_gbps, r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
+        format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light,
+        layer);
     out += line;
   }
   return out;
@@ -131,7 +151,8 @@ std::string explain_report(const std::vector<ReportRow>& rows) {
                 with_commas(tokens).c_str(), mb(b.bytes_read_per_step).c_str(), b.variant.c_str(),
                 std::string(to_string(b.kv_dtype)).c_str());
   text += buf;
-  const double memory_s = static_cast<double>(b.bytes_read_per_step) / (b.read_bandwidth_gbps * 1e9);
+  const double memory_s =
+      static_cast<double>(b.bytes_read_per_step) / (b.read_bandwidth_gbps * 1e9);
   const double compute_s = static_cast<double>(b.flops_per_step) / (b.fma_peak_gflops * 1e9);
   std::snprintf(buf, sizeof buf,
                 "Where the time goes (%s %s): moving %s at the measured %.1f GB/s takes %s; its "
@@ -149,11 +170,11 @@ std::string explain_report(const std::vector<ReportRow>& rows) {
     if (r.tokens != tokens || &r == base) continue;
     if (r.kv_dtype != b.kv_dtype && r.n_kv_heads != b.n_kv_heads) continue;
     const double speedup = b.attn_seconds_median / r.attn_seconds_median;
-    std::snprintf(buf, sizeof buf, "%s%s %s reads %.1f× fewer bytes and its step is %.1f× %s",
-                  gains.empty() ? "" : "; ", r.variant.c_str(),
-                  std::string(to_string(r.kv_dtype)).c_str(),
-                  static_cast<double>(b.bytes_read_per_step) / static_cast<double>(r.bytes_read_per_step),
-                  speedup >= 1 ? speedup : 1 / speedup, speedup >= 1 ? "faster" : "slower");
+    std::snprintf(
+        buf, sizeof buf, "%s%s %s reads %.1f× fewer bytes and its step is %.1f× %s",
+        gains.empty() ? "" : "; ", r.variant.c_str(), std::string(to_string(r.kv_dtype)).c_str(),
+        static_cast<double>(b.bytes_read_per_step) / static_cast<double>(r.bytes_read_per_step),
+        speedup >= 1 ? speedup : 1 / speedup, speedup >= 1 ? "faster" : "slower");
     gains += buf;
   }
   if (!gains.empty()) text += "Against it: " + gains + ".\n";
@@ -171,8 +192,8 @@ std::string report_svg(const std::vector<ReportRow>& rows) {
       order.push_back(name);
       PlotSeries& s = series[name];
       s.name = name;
-      s.color = variant_color.emplace(r.n_kv_heads, static_cast<int>(variant_color.size()))
-                    .first->second;
+      s.color =
+          variant_color.emplace(r.n_kv_heads, static_cast<int>(variant_color.size())).first->second;
       s.dash = r.kv_dtype == KvDtype::f32 ? "" : r.kv_dtype == KvDtype::int8 ? "2 3" : "8 4";
     }
     series[name].points.emplace_back(static_cast<double>(r.tokens), r.attn_tokens_per_s);
@@ -180,11 +201,10 @@ std::string report_svg(const std::vector<ReportRow>& rows) {
   PlotSpec spec;
   if (!rows.empty()) {
     char title[160];
-    std::snprintf(title, sizeof title,
-                  "Decode attention, %lld query heads × d_head %lld (%s, %d threads)",
-                  static_cast<long long>(rows.front().n_heads),
-                  static_cast<long long>(rows.front().head_dim),
-                  std::string(to_string(rows.front().isa)).c_str(), rows.front().threads);
+    std::snprintf(
+        title, sizeof title, "Decode attention, %lld query heads × d_head %lld (%s, %d threads)",
+        static_cast<long long>(rows.front().n_heads), static_cast<long long>(rows.front().head_dim),
+        std::string(to_string(rows.front().isa)).c_str(), rows.front().threads);
     spec.title = title;
   }
   spec.x_label = "context length (tokens in the KV cache)";

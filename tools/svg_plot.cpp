@@ -17,11 +17,20 @@ std::string escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -35,9 +44,12 @@ std::string number(double v) {
 
 std::string tick_label(double v) {
   char text[32];
-  if (v >= 1e6) std::snprintf(text, sizeof text, "%gM", v / 1e6);
-  else if (v >= 1e3) std::snprintf(text, sizeof text, "%gk", v / 1e3);
-  else std::snprintf(text, sizeof text, "%g", v);
+  if (v >= 1e6)
+    std::snprintf(text, sizeof text, "%gM", v / 1e6);
+  else if (v >= 1e3)
+    std::snprintf(text, sizeof text, "%gk", v / 1e3);
+  else
+    std::snprintf(text, sizeof text, "%g", v);
   return text;
 }
 
@@ -86,8 +98,10 @@ std::string render_line_chart_svg(const PlotSpec& spec) {
          number(kHeight) + "\" viewBox=\"0 0 " + number(kWidth) + " " + number(kHeight) +
          "\" font-family=\"sans-serif\" font-size=\"13\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + number(kLeft + plot_w / 2) + "\" y=\"28\" text-anchor=\"middle\" "
-         "font-size=\"16\" font-weight=\"bold\">" + escape(spec.title) + "</text>\n";
+  svg += "<text x=\"" + number(kLeft + plot_w / 2) +
+         "\" y=\"28\" text-anchor=\"middle\" "
+         "font-size=\"16\" font-weight=\"bold\">" +
+         escape(spec.title) + "</text>\n";
   svg += "<g class=\"grid\" stroke=\"#dddddd\">\n";
   for (double t : xa.ticks) {
     svg += "<line x1=\"" + number(px(t)) + "\" y1=\"" + number(kTop) + "\" x2=\"" + number(px(t)) +
@@ -124,8 +138,10 @@ std::string render_line_chart_svg(const PlotSpec& spec) {
     const std::string dash = s.dash.empty() ? "" : " stroke-dasharray=\"" + s.dash + "\"";
     std::vector<std::pair<double, double>> points = s.points;
     std::sort(points.begin(), points.end());
-    svg += "<g class=\"series\" data-name=\"" + escape(s.name) + "\">\n<polyline fill=\"none\" "
-           "stroke=\"" + color + "\" stroke-width=\"2\"" + dash + " points=\"";
+    svg += "<g class=\"series\" data-name=\"" + escape(s.name) +
+           "\">\n<polyline fill=\"none\" "
+           "stroke=\"" +
+           color + "\" stroke-width=\"2\"" + dash + " points=\"";
     for (auto [x, y] : points) svg += number(px(x)) + "," + number(py(y)) + " ";
     svg += "\"/>\n";
     for (auto [x, y] : points) {
@@ -137,8 +153,8 @@ std::string render_line_chart_svg(const PlotSpec& spec) {
     const double lx = kLeft + plot_w + 20;
     svg += "<g class=\"legend\"><line x1=\"" + number(lx) + "\" y1=\"" + number(ly) + "\" x2=\"" +
            number(lx + 24) + "\" y2=\"" + number(ly) + "\" stroke=\"" + color +
-           "\" stroke-width=\"2\"" + dash + "/><text x=\"" + number(lx + 30) + "\" y=\"" + number(ly + 4) +
-           "\">" + escape(s.name) + "</text></g>\n";
+           "\" stroke-width=\"2\"" + dash + "/><text x=\"" + number(lx + 30) + "\" y=\"" +
+           number(ly + 4) + "\">" + escape(s.name) + "</text></g>\n";
   }
   svg += "</svg>\n";
   return svg;

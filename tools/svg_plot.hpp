@@ -9,8 +9,8 @@ namespace kvscope::cli {
 struct PlotSeries {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y), both > 0
-  int color = -1;    // palette index; -1: the series' own index
-  std::string dash;  // SVG stroke-dasharray, e.g. "6 3"; empty: solid
+  int color = -1;                                 // palette index; -1: the series' own index
+  std::string dash;                               // SVG stroke-dasharray, e.g. "6 3"; empty: solid
 };
 
 struct PlotSpec {

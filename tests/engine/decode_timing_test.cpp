@@ -9,9 +9,12 @@ namespace kvscope {
 namespace {
 
 TEST(DecodeTiming, CountsBytesAndStepsAndDerivesRates) {
-  const DecodeTiming t = time_attention_decode(
-      {.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .tokens = 300, .kv_dtype = KvDtype::int8,
-       .steps = 5});
+  const DecodeTiming t = time_attention_decode({.n_heads = 4,
+                                                .n_kv_heads = 2,
+                                                .head_dim = 16,
+                                                .tokens = 300,
+                                                .kv_dtype = KvDtype::int8,
+                                                .steps = 5});
   EXPECT_EQ(t.step_seconds.size(), 5u);
   EXPECT_EQ(t.bytes_read_per_step, 2u * 2 * 16 * 300 + 2u * 2 * 4 * 300);  // K+V, scales
   EXPECT_LE(t.min_s, t.median_s);

@@ -34,8 +34,12 @@ class DecoderLayerTest : public ::testing::TestWithParam<Shape> {
  protected:
   LayerShape shape(std::int64_t capacity) const {
     const Shape s = GetParam();
-    return {.hidden_size = 48, .n_heads = s.heads, .n_kv_heads = s.kv_heads,
-            .head_dim = s.head_dim, .ffn_size = 80, .capacity = capacity};
+    return {.hidden_size = 48,
+            .n_heads = s.heads,
+            .n_kv_heads = s.kv_heads,
+            .head_dim = s.head_dim,
+            .ffn_size = 80,
+            .capacity = capacity};
   }
   LayerConfig config(std::int64_t capacity) const { return LayerConfig(shape(capacity)); }
 };
@@ -69,7 +73,8 @@ TEST_P(DecoderLayerTest, EveryPrefillDecodeSplitEqualsOnePrefill) {
     ASSERT_EQ(y.size(), reference.size());
     for (std::size_t i = 0; i < y.size(); ++i) {
       // Same kernels, different row blocking: only summation order may differ.
-      EXPECT_NEAR(y[i], reference[i], 1e-5 * (1 + std::fabs(reference[i]))) << "P=" << p << " i=" << i;
+      EXPECT_NEAR(y[i], reference[i], 1e-5 * (1 + std::fabs(reference[i])))
+          << "P=" << p << " i=" << i;
     }
   }
 }
@@ -83,8 +88,12 @@ INSTANTIATE_TEST_SUITE_P(MhaGqaMqa, DecoderLayerTest,
                          });
 
 TEST(DecoderLayer, TokensBeyondCapacityAreRefusedAndNothingIsLost) {
-  const LayerConfig c({.hidden_size = 16, .n_heads = 2, .n_kv_heads = 1, .head_dim = 8,
-                       .ffn_size = 32, .capacity = 4});
+  const LayerConfig c({.hidden_size = 16,
+                       .n_heads = 2,
+                       .n_kv_heads = 1,
+                       .head_dim = 8,
+                       .ffn_size = 32,
+                       .capacity = 4});
   DecoderLayer layer(c, LayerWeights::random(c, 1), {});
   std::vector<float> x(5 * 16);
   fill_uniform(x, 2, -1, 1);
@@ -104,8 +113,12 @@ TEST(DecoderLayer, TokensBeyondCapacityAreRefusedAndNothingIsLost) {
 }
 
 TEST(DecoderLayer, NonFiniteInputIsRefusedNamingThePlace) {
-  const LayerConfig c({.hidden_size = 16, .n_heads = 2, .n_kv_heads = 2, .head_dim = 8,
-                       .ffn_size = 32, .capacity = 4});
+  const LayerConfig c({.hidden_size = 16,
+                       .n_heads = 2,
+                       .n_kv_heads = 2,
+                       .head_dim = 8,
+                       .ffn_size = 32,
+                       .capacity = 4});
   DecoderLayer layer(c, LayerWeights::random(c, 1), {});
   std::vector<float> x(2 * 16, 0.5f);
   x[16 + 3] = std::nanf("");
@@ -120,8 +133,12 @@ TEST(DecoderLayer, NonFiniteInputIsRefusedNamingThePlace) {
 }
 
 TEST(DecoderLayer, RejectsWeightsOfTheWrongShape) {
-  const LayerConfig c({.hidden_size = 16, .n_heads = 2, .n_kv_heads = 2, .head_dim = 8,
-                       .ffn_size = 32, .capacity = 4});
+  const LayerConfig c({.hidden_size = 16,
+                       .n_heads = 2,
+                       .n_kv_heads = 2,
+                       .head_dim = 8,
+                       .ffn_size = 32,
+                       .capacity = 4});
   LayerWeights w = LayerWeights::random(c, 1);
   w.wk.pop_back();
   try {

@@ -28,9 +28,12 @@ TEST(KvFootprint, ElementSizesPerDtype) {
 }
 
 TEST(KvFootprint, Int8CountsOneScalePerTokenPerKvHeadForKAndV) {
-  const KvFootprint f = kv_footprint(
-      {.n_kv_heads = 8, .head_dim = 128, .tokens = 2000, .layers = 2, .batch = 3,
-       .dtype = KvDtype::int8});
+  const KvFootprint f = kv_footprint({.n_kv_heads = 8,
+                                      .head_dim = 128,
+                                      .tokens = 2000,
+                                      .layers = 2,
+                                      .batch = 3,
+                                      .dtype = KvDtype::int8});
   EXPECT_EQ(f.scale_bytes_per_token_layer, 2u * 8 * 4);
   EXPECT_EQ(f.scale_bytes, 2u * 8 * 4 * 2000 * 2 * 3);
   EXPECT_EQ(f.k_bytes, 8u * 128 * 2000 * 2 * 3);

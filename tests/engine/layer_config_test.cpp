@@ -9,7 +9,11 @@ namespace kvscope {
 namespace {
 
 LayerShape small_shape() {
-  return {.hidden_size = 64, .n_heads = 8, .n_kv_heads = 2, .head_dim = 16, .ffn_size = 128,
+  return {.hidden_size = 64,
+          .n_heads = 8,
+          .n_kv_heads = 2,
+          .head_dim = 16,
+          .ffn_size = 128,
           .capacity = 100};
 }
 

@@ -25,10 +25,20 @@ TEST(ReportArithmetic, SpeedOfLightIsTheSlowerOfBytesAndFlops) {
 }
 
 TEST(ReportArithmetic, PeakBytesCountCacheReadBufferAndWeights) {
-  ReportRequest r{.n_heads = 4, .head_dim = 16, .tokens = {100}, .kv_heads = {4},
-                  .kv_dtypes = {KvDtype::f32}, .hidden_size = 64, .ffn_size = 128, .steps = 3};
-  const LayerConfig c({.hidden_size = 64, .n_heads = 4, .n_kv_heads = 4, .head_dim = 16,
-                       .ffn_size = 128, .capacity = 100 + 3 + 2});
+  ReportRequest r{.n_heads = 4,
+                  .head_dim = 16,
+                  .tokens = {100},
+                  .kv_heads = {4},
+                  .kv_dtypes = {KvDtype::f32},
+                  .hidden_size = 64,
+                  .ffn_size = 128,
+                  .steps = 3};
+  const LayerConfig c({.hidden_size = 64,
+                       .n_heads = 4,
+                       .n_kv_heads = 4,
+                       .head_dim = 16,
+                       .ffn_size = 128,
+                       .capacity = 100 + 3 + 2});
   EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes());
   r.measure_layer = false;
   EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32));
@@ -49,14 +59,20 @@ TEST(ReportArithmetic, ImpossibleShapesAreRefusedBeforeAllocating) {
 }
 
 TEST(Report, RowsCarryConsistentBytesFlopsAndRatios) {
-  const ReportRequest r{.n_heads = 4, .head_dim = 16, .tokens = {64, 128}, .kv_heads = {4, 1},
-                        .kv_dtypes = {KvDtype::f32, KvDtype::int8}, .layers = 3,
-                        .hidden_size = 64, .ffn_size = 96, .steps = 2};
+  const ReportRequest r{.n_heads = 4,
+                        .head_dim = 16,
+                        .tokens = {64, 128},
+                        .kv_heads = {4, 1},
+                        .kv_dtypes = {KvDtype::f32, KvDtype::int8},
+                        .layers = 3,
+                        .hidden_size = 64,
+                        .ffn_size = 96,
+                        .steps = 2};
   const std::vector<ReportRow> rows = run_report(r);
   ASSERT_EQ(rows.size(), 8u);
   for (const ReportRow& row : rows) {
-    const std::uint64_t per_token =
-        row.kv_dtype == KvDtype::f32 ? 2u * row.n_kv_heads * 16 * 4 : 2u * row.n_kv_heads * (16 + 4);
+    const std::uint64_t per_token = row.kv_dtype == KvDtype::f32 ? 2u * row.n_kv_heads * 16 * 4
+                                                                 : 2u * row.n_kv_heads * (16 + 4);
     EXPECT_EQ(row.bytes_read_per_step, per_token * row.tokens);
     EXPECT_EQ(row.cache_bytes, per_token * row.tokens);
     EXPECT_EQ(row.cache_bytes_all_layers, 3 * row.cache_bytes);

@@ -23,7 +23,11 @@ TEST(AttentionRef, LessonExample) {
   cache.append(k.data(), v.data(), 2);
   const std::vector<float> q{2, 1, 0, 0};
   std::vector<float> out(4);
-  attend_ref({.q = q.data(), .n_queries = 1, .first_pos = 1, .n_heads = 1, .kv = cache.view(),
+  attend_ref({.q = q.data(),
+              .n_queries = 1,
+              .first_pos = 1,
+              .n_heads = 1,
+              .kv = cache.view(),
               .out = out.data()},
              1);
   const double w1 = 1.0 / (1.0 + std::exp(-0.5));  // softmax of [1.5, 1.0]
@@ -41,7 +45,11 @@ TEST(AttentionRef, FirstPositionAttendsOnlyToItself) {
   cache.append(k.data(), v.data(), 2);
   const std::vector<float> q{2, 1, 0, 0, 2, 1, 0, 0};
   std::vector<float> out(8);
-  attend_ref({.q = q.data(), .n_queries = 2, .first_pos = 0, .n_heads = 1, .kv = cache.view(),
+  attend_ref({.q = q.data(),
+              .n_queries = 2,
+              .first_pos = 0,
+              .n_heads = 1,
+              .kv = cache.view(),
               .out = out.data()},
              1);
   EXPECT_EQ(out[0], 1.0f);  // weight exactly 1 on v1, exactly 0 on the masked key
@@ -57,7 +65,11 @@ TEST(AttentionRef, KeysAfterTheQueryAreNeverRead) {
   cache.append(k.data(), v.data(), 3);
   const std::vector<float> q{2, 1};
   std::vector<float> out(2);
-  attend_ref({.q = q.data(), .n_queries = 1, .first_pos = 1, .n_heads = 1, .kv = cache.view(),
+  attend_ref({.q = q.data(),
+              .n_queries = 1,
+              .first_pos = 1,
+              .n_heads = 1,
+              .kv = cache.view(),
               .out = out.data()},
              1);
   EXPECT_NEAR(out[0], 1.0 / (1.0 + std::exp(-1.0 / std::sqrt(2.0))), 1e-6);
@@ -94,7 +106,7 @@ TEST(AttentionRef, GqaEqualsMhaWithDuplicatedKvHeads) {
 // concat [w1, 1−w1, 3, 1]; W_O rows [1,0,0,0] and [0,1,1,1] → [w1, 1−w1+4].
 TEST(AttentionRef, HandComputedTwoHeadsWithOutputProjection) {
   KvCache cache(2, 2, 2, KvDtype::f32);
-  const std::vector<float> k{1, 1, 5, 5,   // token 0: head 0, head 1
+  const std::vector<float> k{1, 1, 5,  5,   // token 0: head 0, head 1
                              0, 2, -3, 7};  // token 1
   const std::vector<float> v{1, 0, 2, 2, 0, 1, 4, 0};
   cache.append(k.data(), v.data(), 2);
@@ -130,7 +142,8 @@ TEST(AttentionRef, MatchesDoublePrecisionOnRandomData) {
       double max = -1e300, sum = 0;
       for (std::size_t t = 0; t < keys; ++t) {
         double dot = 0;
-        for (std::size_t j = 0; j < d; ++j) dot += double(q[(i * n_heads + h) * d + j]) * k[(t * n_kv + kvh) * d + j];
+        for (std::size_t j = 0; j < d; ++j)
+          dot += double(q[(i * n_heads + h) * d + j]) * k[(t * n_kv + kvh) * d + j];
         w[t] = dot / std::sqrt(double(d));
         max = std::max(max, w[t]);
       }

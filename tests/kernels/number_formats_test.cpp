@@ -32,7 +32,8 @@ TEST(NumberFormats, F16OverflowInfinityAndNaN) {
   EXPECT_EQ(f32_to_f16_bits(65520.0f), 0x7c00);
   EXPECT_EQ(f32_to_f16_bits(-1e30f), 0xfc00);
   EXPECT_TRUE(std::isinf(f16_bits_to_f32(0x7c00)));
-  EXPECT_TRUE(std::isnan(f16_bits_to_f32(f32_to_f16_bits(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(
+      std::isnan(f16_bits_to_f32(f32_to_f16_bits(std::numeric_limits<float>::quiet_NaN()))));
 }
 
 TEST(NumberFormats, F16RelativeErrorIsAtMostHalfAnUlp) {
@@ -48,7 +49,8 @@ TEST(NumberFormats, Bf16RoundsToNearestEvenAndKeepsNaN) {
   EXPECT_EQ(f32_to_bf16_bits(1.0f + 3 * 0x1p-8f), 0x3f82);         // tie: even
   EXPECT_EQ(f32_to_bf16_bits(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);  // above: up
   EXPECT_EQ(bf16_bits_to_f32(0xc040), -3.0f);
-  EXPECT_TRUE(std::isnan(bf16_bits_to_f32(f32_to_bf16_bits(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(
+      std::isnan(bf16_bits_to_f32(f32_to_bf16_bits(std::numeric_limits<float>::quiet_NaN()))));
   for (float x = 1e-30f; x < 1e30f; x *= 1.37f) {
     EXPECT_LE(std::fabs(bf16_bits_to_f32(f32_to_bf16_bits(x)) - x), x * 0x1p-8f) << x;
   }

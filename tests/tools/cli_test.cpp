@@ -1,12 +1,12 @@
 // The kvscope binary as a user runs it: outputs, JSON schemas, exit codes and error lines.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <sys/wait.h>
 
 namespace {
 
@@ -78,8 +78,8 @@ TEST(KvscopeTrace, LessonByDefault) {
   EXPECT_NEAR(j["weights"][1].get<double>(), 0.378, 5e-4);
   EXPECT_NEAR(j["output"][0].get<double>(), 0.622, 5e-4);
   const CommandResult text = kvscope("trace");
-  for (const char* step : {"raw scores", "scaled", "causal mask", "softmax", "output",
-                           "62% of v1 and 38% of v2"}) {
+  for (const char* step :
+       {"raw scores", "scaled", "causal mask", "softmax", "output", "62% of v1 and 38% of v2"}) {
     EXPECT_NE(text.out.find(step), std::string::npos) << step << "\n" << text.out;
   }
 }
@@ -92,8 +92,9 @@ TEST(KvscopeTrace, PositionMasksLaterKeys) {
 }
 
 TEST(KvscopeTrace, CustomVectorsNoScaleAndDHead) {
-  nlohmann::json j = json_of("trace --json --query 1,0,0 --key 1,0,0 --key 0,1,0 --value 5 "
-                             "--value 7 --no-scale");
+  nlohmann::json j = json_of(
+      "trace --json --query 1,0,0 --key 1,0,0 --key 0,1,0 --value 5 "
+      "--value 7 --no-scale");
   EXPECT_EQ(j["scaled_scores"], nlohmann::json({1.0, 0.0}));
   j = json_of("trace --json --query 2,1 --key 1,1 --key 0,2 --value 1,0 --value 0,1 --d-head 16");
   EXPECT_EQ(j["scaled_scores"], nlohmann::json({0.75, 0.5}));
@@ -150,7 +151,8 @@ TEST(KvscopeCli, BadInputGivesOneClearLine) {
     const CommandResult r = kvscope(args);
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.out.find(message), std::string::npos) << args << " → " << r.out;
-    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << " printed more than one line:\n" << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << args << " printed more than one line:\n"
+                                                  << r.out;
   }
 }
 
@@ -162,7 +164,8 @@ TEST(KvscopeReport, JsonCsvAndSvgFromASmallSweep) {
   const std::string svg = ::testing::TempDir() + "kvscope_report_test.svg";
   const nlohmann::json j = json_of(
       "report --json --heads 4 --d-head 16 --tokens 32,64 --kv-dtypes f32,int8 --steps 2 "
-      "--no-layer --threads 1 --svg " + svg);
+      "--no-layer --threads 1 --svg " +
+      svg);
   ASSERT_EQ(j.size(), 2u * 2 * 2);  // tokens × (MHA, MQA: 4 heads have no GQA-8) × dtypes
   EXPECT_EQ(j[0]["n_kv_heads"], 4);
   EXPECT_EQ(j[0]["bytes_read_per_step"], 2 * 4 * 16 * 4 * 32);
@@ -170,7 +173,8 @@ TEST(KvscopeReport, JsonCsvAndSvgFromASmallSweep) {
   ASSERT_NE(file, nullptr);
   std::fclose(file);
   const CommandResult csv = kvscope(
-      "report --csv --heads 4 --d-head 16 --tokens 32 --kv-heads 2 --kv-dtypes bf16 --steps 2 --no-layer");
+      "report --csv --heads 4 --d-head 16 --tokens 32 --kv-heads 2 --kv-dtypes bf16 --steps 2 "
+      "--no-layer");
   EXPECT_EQ(csv.status, 0) << csv.out;
   EXPECT_EQ(csv.out.rfind("variant,n_heads", 0), 0u) << csv.out;
   EXPECT_NE(csv.out.find("\nGQA-2,4,2,16,32,"), std::string::npos) << csv.out;

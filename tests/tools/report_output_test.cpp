@@ -49,10 +49,10 @@ TEST(ReportOutput, JsonRowsHaveTheDocumentedFields) {
   const nlohmann::json j = report_json(fixed_rows());
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 12u);
-  for (const char* key : {"variant", "n_heads", "n_kv_heads", "head_dim", "tokens", "kv_dtype",
-                          "isa", "threads", "cache_bytes", "bytes_read_per_step",
-                          "attn_seconds_median", "attn_tokens_per_s", "attn_gbps",
-                          "read_bandwidth_gbps", "fraction_of_bandwidth", "layer_tokens_per_s"}) {
+  for (const char* key :
+       {"variant", "n_heads", "n_kv_heads", "head_dim", "tokens", "kv_dtype", "isa", "threads",
+        "cache_bytes", "bytes_read_per_step", "attn_seconds_median", "attn_tokens_per_s",
+        "attn_gbps", "read_bandwidth_gbps", "fraction_of_bandwidth", "layer_tokens_per_s"}) {
     EXPECT_TRUE(j[0].contains(key)) << key;
   }
   EXPECT_EQ(j[1]["kv_dtype"], "int8");
@@ -65,9 +65,10 @@ TEST(ReportOutput, CsvHasHeaderAndOneLinePerRow) {
   std::string header, line;
   std::getline(csv, header);
   EXPECT_EQ(header.rfind("variant,n_heads,n_kv_heads,head_dim,tokens,", 0), 0u) << header;
-  for (const char* column : {"kv_dtype", "isa", "threads", "cache_bytes", "bytes_read_per_step",
-                             "attn_seconds_median", "attn_tokens_per_s", "attn_gbps",
-                             "read_bandwidth_gbps", "fraction_of_bandwidth", "layer_tokens_per_s"}) {
+  for (const char* column :
+       {"kv_dtype", "isa", "threads", "cache_bytes", "bytes_read_per_step", "attn_seconds_median",
+        "attn_tokens_per_s", "attn_gbps", "read_bandwidth_gbps", "fraction_of_bandwidth",
+        "layer_tokens_per_s"}) {
     EXPECT_NE(header.find(column), std::string::npos) << column;
   }
   const auto columns = std::count(header.begin(), header.end(), ',');
@@ -83,7 +84,8 @@ TEST(ReportOutput, CsvHasHeaderAndOneLinePerRow) {
 void expect_well_formed(const std::string& svg) {
   std::vector<std::string> open;
   const std::regex tag("<(/?)([a-zA-Z]+)[^>]*?(/?)>");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator();
+       ++it) {
     const bool closing = (*it)[1] == "/", self_closing = (*it)[3] == "/";
     const std::string name = (*it)[2];
     if (self_closing) continue;
@@ -106,18 +108,21 @@ TEST(ReportOutput, SvgIsWellFormedWithOneSeriesPerVariantAndCacheType) {
     EXPECT_NE(svg.find("data-name=\"" + std::string(series) + "\""), std::string::npos) << series;
   }
   std::size_t polylines = 0;
-  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos;
+       at = svg.find("<polyline", at + 1))
+    ++polylines;
   EXPECT_EQ(polylines, 4u);
-  EXPECT_NE(svg.find("context length"), std::string::npos);       // x label
+  EXPECT_NE(svg.find("context length"), std::string::npos);           // x label
   EXPECT_NE(svg.find("decode steps per second"), std::string::npos);  // y label
-  EXPECT_NE(svg.find(">2k<"), std::string::npos);                  // a tick inside the range
+  EXPECT_NE(svg.find(">2k<"), std::string::npos);                     // a tick inside the range
 }
 
 TEST(SvgPlot, RejectsNothingToPlotAndNonPositivePoints) {
   EXPECT_THROW(render_line_chart_svg({}), std::invalid_argument);
   EXPECT_THROW(render_line_chart_svg({.series = {{.name = "a", .points = {{0, 1}}}}}),
                std::invalid_argument);
-  const std::string svg = render_line_chart_svg({.title = "a < b & c", .series = {{.name = "x\"y", .points = {{1, 1}}}}});
+  const std::string svg = render_line_chart_svg(
+      {.title = "a < b & c", .series = {{.name = "x\"y", .points = {{1, 1}}}}});
   EXPECT_NE(svg.find("a &lt; b &amp; c"), std::string::npos);
   EXPECT_NE(svg.find("x&quot;y"), std::string::npos);
   expect_well_formed(svg);
