@@ -22,6 +22,21 @@ double median(std::vector<double> values) {
   return (upper + *std::max_element(values.begin(), values.begin() + mid)) / 2;
 }
 
+void append_random_context(
+    std::size_t tokens, std::size_t kv_width, std::uint64_t seed,
+    const std::function<void(const float* k, const float* v, std::size_t n)>& append) {
+  const std::size_t chunk = 256;
+  std::vector<float> k, v;
+  for (std::size_t done = 0; done < tokens; done += chunk) {
+    const std::size_t n = std::min(chunk, tokens - done);
+    k.resize(n * kv_width);
+    v.resize(k.size());
+    fill_uniform(k, seed * 2 + done, -1.0f, 1.0f);
+    fill_uniform(v, seed * 2 + done + 1, -1.0f, 1.0f);
+    append(k.data(), v.data(), n);
+  }
+}
+
 DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
   // LayerConfig validates the attention shape (sizes ≥ 1, heads divide, bytes fit).
   const LayerConfig config({.hidden_size = 1,
@@ -41,17 +56,9 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
   }
   KvCache cache(config, r.kv_dtype);
 
-  // Fill in chunks so the f32 staging rows stay small whatever the cache length.
-  const std::size_t chunk = 256;
-  std::vector<float> k, v;
-  for (std::size_t done = 0; done < config.capacity(); done += chunk) {
-    const std::size_t n = std::min(chunk, config.capacity() - done);
-    k.resize(n * config.kv_width());
-    v.resize(k.size());
-    fill_uniform(k, r.seed * 2 + done, -1.0f, 1.0f);
-    fill_uniform(v, r.seed * 2 + done + 1, -1.0f, 1.0f);
-    cache.append(k.data(), v.data(), n);
-  }
+  append_random_context(
+      config.capacity(), config.kv_width(), r.seed,
+      [&](const float* k, const float* v, std::size_t n) { cache.append(k, v, n); });
   std::vector<float> q(config.q_width()), out(config.q_width());
   fill_uniform(q, r.seed ^ 0x5eedull, -1.0f, 1.0f);
   const AttentionProblem problem{.q = q.data(),

@@ -1,6 +1,8 @@
 #pragma once
 // Times decode-step attention over a filled KV cache: the measurement behind `kvscope decode`.
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/isa.hpp"
@@ -35,6 +37,12 @@ struct DecodeTiming {
 // sizes below 1, heads that do not divide, or steps < 1; std::length_error when the
 // cache cannot fit in memory.
 DecodeTiming time_attention_decode(const DecodeTimingRequest& request);
+
+// Appends `tokens` rows of seeded random K and V (uniform in ±1, [n × kv_width] each) through
+// append(k, v, n), 256 tokens at a time so the f32 staging stays small at any context length.
+void append_random_context(
+    std::size_t tokens, std::size_t kv_width, std::uint64_t seed,
+    const std::function<void(const float* k, const float* v, std::size_t n)>& append);
 
 // Median of a non-empty sample (mean of the middle two for even sizes).
 double median(std::vector<double> values);

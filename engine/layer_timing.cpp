@@ -23,16 +23,9 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
   }
   DecoderLayer layer(config, LayerWeights::random(config, 42),
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = threads});
-  const std::size_t chunk = 256;
-  std::vector<float> k, v;
-  for (std::size_t done = 0; done < static_cast<std::size_t>(context); done += chunk) {
-    const std::size_t n = std::min(chunk, static_cast<std::size_t>(context) - done);
-    k.resize(n * config.kv_width());
-    v.resize(k.size());
-    fill_uniform(k, 2 * done + 1, -1.0f, 1.0f);
-    fill_uniform(v, 2 * done + 2, -1.0f, 1.0f);
-    layer.append_context(k.data(), v.data(), n);
-  }
+  append_random_context(
+      static_cast<std::size_t>(context), config.kv_width(), 1,
+      [&](const float* k, const float* v, std::size_t n) { layer.append_context(k, v, n); });
   std::vector<float> x(config.hidden_size());
   fill_uniform(x, 7, -1.0f, 1.0f);
   (void)layer.decode(x.data());  // warm-up: first-touch pages, primitive creation
