@@ -71,7 +71,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   if (r.threads < 1)
     throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
 
-  if (r.progress) r.progress("measuring the FMA peak");
+  if (r.progress) r.progress("the FMA peak");
   const double fma_peak = measure_fma_peak_gflops(r.isa, r.threads);
   std::vector<ReportRow> rows;
   const std::size_t total = r.tokens.size() * r.kv_heads.size() * r.kv_dtypes.size();
