@@ -71,6 +71,40 @@ constexpr std::size_t haddp_slot(std::size_t r) {
   return r;
 }
 
+// The full groups of W cache rows of block_scores (rows [0, n − n mod W)) for head_dim = NV·W
+// known at compile time: the query stays in NV registers and each row's dot product is
+// unrolled, so the loop body is cache loads, widening and FMAs only (the generic loop
+// re-reads q from memory and counts chunks at run time, which costs int8 most). Same
+// arithmetic in the same order as block_scores. Returns the rows done.
+template <class A, KvDtype D, int NV>
+std::size_t block_scores_fixed(const float* q, const elem_t<D>* k, std::size_t n,
+                               const float* k_scale, float* s, const elem_t<D>* k_next,
+                               std::size_t n_next) {
+  using B = fbatch<A>;
+  constexpr std::size_t W = B::size;
+  constexpr std::size_t stride = NV * W;
+  B qr[NV];
+  for (int c = 0; c < NV; ++c) qr[c] = B::load_aligned(q + c * W);
+  const std::size_t full = n - n % W;
+  for (std::size_t r0 = 0; r0 < full; r0 += W) {
+    const elem_t<D>* base = k + r0 * stride;
+    B parts[W];
+#pragma GCC unroll 16
+    for (std::size_t r = 0; r < W; ++r) {
+      const elem_t<D>* row = base + r * stride;
+      if (r0 + r < n_next) prefetch_row(k_next + (r0 + r) * stride, stride);
+      B part = qr[0] * load_elems<D, A>(row);
+#pragma GCC unroll 16
+      for (int c = 1; c < NV; ++c) part = xsimd::fma(qr[c], load_elems<D, A>(row + c * W), part);
+      parts[haddp_slot<A>(r)] = part;
+    }
+    B sc = xsimd::haddp(parts);
+    if (k_scale != nullptr) sc *= B::load_unaligned(k_scale + r0);
+    sc.store_aligned(s + r0);
+  }
+  return full;
+}
+
 // s[0, round_up(n, W)) ← q · k_r (× k_scale[r] for int8) for rows r < n, −inf beyond n.
 // row_major: visit rows one after another (cache rows); else chunk-major (L1 tiles).
 // W rows at a time: W partial-sum vectors are reduced together by one haddp (a transpose-add)
@@ -215,8 +249,17 @@ template <class A, KvDtype D, bool from_cache>
 void attend_block(QueryState& st, const KeyBlock<D>& blk, std::size_t nv, float* s, float* p) {
   const std::size_t n = visible_rows(st, blk);
   if (n == 0) return;
-  block_scores<A, D, from_cache>(st.q, blk.k, blk.stride, n, nv, blk.k_scale, s, blk.k_next,
-                                 blk.n_next);
+  std::size_t done = 0;
+  // head_dim = 8·W on AVX-512 (128): 8 query and 16 partial-sum registers fit in its 32.
+  if constexpr (from_cache && std::is_base_of_v<xsimd::avx512f, A>) {
+    if (blk.stride == 8 * fbatch<A>::size) {
+      done = block_scores_fixed<A, D, 8>(st.q, blk.k, n, blk.k_scale, s, blk.k_next, blk.n_next);
+    }
+  }
+  block_scores<A, D, from_cache>(st.q, blk.k + done * blk.stride, blk.stride, n - done, nv,
+                                 blk.k_scale ? blk.k_scale + done : nullptr, s + done,
+                                 blk.n_next > done ? blk.k_next + done * blk.stride : nullptr,
+                                 blk.n_next > done ? blk.n_next - done : 0);
   softmax_update<A>(st, s, n, blk.v_scale, nv, p);
   block_pv<A, D>(p, blk.v, blk.stride, n, nv, st.acc, blk.v_next, blk.n_next);
 }
