@@ -13,11 +13,11 @@
 namespace kvscope::simd {
 
 // Each thread XORs its contiguous, 64-byte aligned share of [data, data + bytes) into 8
-// independent accumulators (8 loads in flight per iteration); the tail is read bytewise.
+// independent accumulators, reading the share as 8 streams at once (8 loads in flight per
+// iteration); the tail is read bytewise.
 template <class A>
 float read_sweep_arch(const std::byte* data, std::size_t bytes, int threads) {
   using U = xsimd::batch<std::uint32_t, A>;
-  constexpr std::size_t kStep = 8 * sizeof(U);  // bytes per unrolled iteration
   std::uint32_t total = 0;
 #pragma omp parallel num_threads(threads) reduction(^ : total)
   {
@@ -28,12 +28,18 @@ float read_sweep_arch(const std::byte* data, std::size_t bytes, int threads) {
     const std::size_t end = begin + share < bytes ? begin + share : bytes;
     U acc[8];
     for (U& a : acc) a = U(0u);
-    std::size_t i = begin;
-    for (; i + kStep <= end; i += kStep) {
-      const auto* p = reinterpret_cast<const std::uint32_t*>(data + i);
+    // Eight streams at once, one per eighth of the share, as decode reads K and V of
+    // several heads at once: one stream alone leaves memory-level parallelism unused.
+    constexpr std::size_t kStreams = 8;
+    const std::size_t lane_bytes = (end - begin) / kStreams / sizeof(U) * sizeof(U);
+    for (std::size_t offset = 0; offset < lane_bytes; offset += sizeof(U)) {
 #pragma GCC unroll 8
-      for (std::size_t j = 0; j < 8; ++j) acc[j] ^= U::load_unaligned(p + j * U::size);
+      for (std::size_t j = 0; j < kStreams; ++j) {
+        acc[j] ^= U::load_unaligned(
+            reinterpret_cast<const std::uint32_t*>(data + begin + j * lane_bytes + offset));
+      }
     }
+    std::size_t i = begin + kStreams * lane_bytes;
     for (std::size_t j = 1; j < 8; ++j) acc[0] ^= acc[j];
     alignas(64) std::uint32_t lanes[U::size];
     acc[0].store_aligned(lanes);
