@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -83,11 +82,15 @@ TEST(ReportOutput, CsvHasHeaderAndOneLinePerRow) {
 // Tags open and close in order: a small well-formedness check without an XML library.
 void expect_well_formed(const std::string& svg) {
   std::vector<std::string> open;
-  const std::regex tag("<(/?)([a-zA-Z]+)[^>]*?(/?)>");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator();
-       ++it) {
-    const bool closing = (*it)[1] == "/", self_closing = (*it)[3] == "/";
-    const std::string name = (*it)[2];
+  for (std::size_t at = svg.find('<'); at != std::string::npos; at = svg.find('<', at + 1)) {
+    const std::size_t end = svg.find('>', at);
+    ASSERT_NE(end, std::string::npos) << "unclosed tag at " << at;
+    const std::string tag = svg.substr(at + 1, end - at - 1);
+    if (tag.empty() || tag[0] == '?' || tag[0] == '!') continue;  // declaration, comment
+    const bool closing = tag[0] == '/', self_closing = tag.back() == '/';
+    const std::size_t name_begin = closing ? 1 : 0;
+    const std::string name =
+        tag.substr(name_begin, tag.find_first_of(" /", name_begin) - name_begin);
     if (self_closing) continue;
     if (!closing) {
       open.push_back(name);
