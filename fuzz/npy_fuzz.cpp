@@ -5,7 +5,7 @@
 #include <span>
 #include <stdexcept>
 
-#include "engine/npy.hpp"
+#include "engine/model/npy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "engine/hf_config.hpp"
-#include "engine/model_presets.hpp"
+#include "engine/model/hf_config.hpp"
+#include "engine/model/model_presets.hpp"
 
 namespace kvscope::cli {
 

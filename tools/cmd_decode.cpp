@@ -4,7 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "engine/decode_timing.hpp"
+#include "engine/measure/decode_timing.hpp"
 #include "engine/kv_footprint.hpp"
 #include "engine/memory.hpp"
 #include "tools/cli_support.hpp"

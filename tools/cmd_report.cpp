@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "engine/memory.hpp"
-#include "engine/report.hpp"
+#include "engine/measure/report.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"
 #include "tools/report_output.hpp"

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "engine/decoder_layer.hpp"
-#include "engine/hf_config.hpp"
-#include "engine/model_loader.hpp"
-#include "engine/npy.hpp"
-#include "engine/safetensors.hpp"
+#include "engine/model/hf_config.hpp"
+#include "engine/model/model_loader.hpp"
+#include "engine/model/npy.hpp"
+#include "engine/model/safetensors.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/report.hpp"
+#include "engine/measure/report.hpp"
 
 namespace kvscope::cli {
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/npy.hpp"
+#include "engine/model/npy.hpp"
 #include "support/model_files.hpp"
 #include "support/reference_layer.hpp"
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/mapped_file.hpp"
+#include "engine/model/mapped_file.hpp"
 
 namespace kvscope {
 

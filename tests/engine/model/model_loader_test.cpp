@@ -1,7 +1,7 @@
 // Loading a layer from a model directory and running it: every dtype, MHA/GQA/MQA,
 // head_dim ≠ hidden/heads, a sharded index, prefill/decode splits, against the float64
 // reference; and one clear error per model directory that disagrees with itself.
-#include "engine/model_loader.hpp"
+#include "engine/model/model_loader.hpp"
 
 #include <gtest/gtest.h>
 

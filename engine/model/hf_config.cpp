@@ -1,4 +1,4 @@
-#include "engine/hf_config.hpp"
+#include "engine/model/hf_config.hpp"
 
 #include <cerrno>
 #include <cmath>

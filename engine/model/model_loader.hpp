@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <filesystem>
 
-#include "engine/hf_config.hpp"
+#include "engine/model/hf_config.hpp"
 #include "engine/layer_weights.hpp"
 
 namespace kvscope {

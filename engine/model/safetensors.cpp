@@ -1,4 +1,4 @@
-#include "engine/safetensors.hpp"
+#include "engine/model/safetensors.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "engine/model_presets.hpp"
+#include "engine/model/model_presets.hpp"
 
 #include <array>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "engine/model_loader.hpp"
+#include "engine/model/model_loader.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/safetensors.hpp"
+#include "engine/model/safetensors.hpp"
 
 namespace kvscope {
 namespace {

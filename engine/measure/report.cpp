@@ -1,14 +1,14 @@
-#include "engine/report.hpp"
+#include "engine/measure/report.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
 #include "engine/checked_math.hpp"
-#include "engine/decode_timing.hpp"
+#include "engine/measure/decode_timing.hpp"
 #include "engine/kv_footprint.hpp"
 #include "engine/layer_config.hpp"
-#include "engine/layer_timing.hpp"
-#include "engine/machine_limits.hpp"
+#include "engine/measure/layer_timing.hpp"
+#include "engine/measure/machine_limits.hpp"
 #include "engine/memory.hpp"
 
 namespace kvscope {

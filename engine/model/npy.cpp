@@ -1,4 +1,4 @@
-#include "engine/npy.hpp"
+#include "engine/model/npy.hpp"
 
 #include <unistd.h>
 

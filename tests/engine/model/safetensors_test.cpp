@@ -1,6 +1,6 @@
 // The safetensors reader: values of F32, F16 and BF16 tensors, and one clear error naming
 // the file and tensor for every malformed file.
-#include "engine/safetensors.hpp"
+#include "engine/model/safetensors.hpp"
 
 #include <gtest/gtest.h>
 

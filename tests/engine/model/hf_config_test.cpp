@@ -1,5 +1,5 @@
 // config.json parsing: defaults, head_dim, and one error naming the field per bad config.
-#include "engine/hf_config.hpp"
+#include "engine/model/hf_config.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Report arithmetic against hand-computed values, and a tiny real report's bookkeeping.
-#include "engine/report.hpp"
+#include "engine/measure/report.hpp"
 
 #include <gtest/gtest.h>
 

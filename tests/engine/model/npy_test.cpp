@@ -1,6 +1,6 @@
 // The .npy reader and writer: round trips, the three header versions, atomic writes, and
 // one clear error for every malformed file.
-#include "engine/npy.hpp"
+#include "engine/model/npy.hpp"
 
 #include <gtest/gtest.h>
 

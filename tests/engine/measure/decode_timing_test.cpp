@@ -1,5 +1,5 @@
 // The decode measurement's bookkeeping (never its speed: timings are for benchmarks).
-#include "engine/decode_timing.hpp"
+#include "engine/measure/decode_timing.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "engine/decode_timing.hpp"
+#include "engine/measure/decode_timing.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,9 +1,9 @@
-#include "engine/machine_limits.hpp"
+#include "engine/measure/machine_limits.hpp"
 
 #include <chrono>
 #include <vector>
 
-#include "engine/decode_timing.hpp"
+#include "engine/measure/decode_timing.hpp"
 #include "engine/memory.hpp"
 #include "kernels/roofline.hpp"
 

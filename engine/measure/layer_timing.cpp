@@ -1,4 +1,4 @@
-#include "engine/layer_timing.hpp"
+#include "engine/measure/layer_timing.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/decode_timing.hpp"
+#include "engine/measure/decode_timing.hpp"
 #include "engine/decoder_layer.hpp"
 #include "engine/kv_footprint.hpp"
 

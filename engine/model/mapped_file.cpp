@@ -1,4 +1,4 @@
-#include "engine/mapped_file.hpp"
+#include "engine/model/mapped_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
