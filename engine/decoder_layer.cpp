@@ -63,7 +63,7 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
           .n_heads = c.n_heads(),
           .kv = cache_.view(),
           .out = heads.data()},
-         options_.isa, threads);
+         options_.isa, threads, options_.compute);
   std::vector<float> y(n * hidden);
   projector_(heads.data(), w.wo.data(), n, c.q_width(), hidden, y.data());
   for (std::size_t i = 0; i < n * hidden; ++i) y[i] += x[i];

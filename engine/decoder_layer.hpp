@@ -8,6 +8,7 @@
 #include "engine/layer_weights.hpp"
 #include "engine/projector.hpp"
 #include "kernels/isa.hpp"
+#include "kernels/units/compute_unit.hpp"
 
 namespace kvscope {
 
@@ -21,6 +22,7 @@ class DecoderLayer {
     KvDtype kv_dtype = KvDtype::f32;
     Isa isa = Isa::scalar;
     int threads = 1;
+    ComputeMode compute = ComputeMode::exact;  // attention on the CPU's dot units if fast
   };
 
   DecoderLayer(const LayerConfig& config, LayerWeights weights, Options options);

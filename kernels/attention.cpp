@@ -9,7 +9,7 @@
 namespace kvscope {
 
 // Dispatch once per call on the Isa argument; the per-ISA kernels live in kernels/arch/.
-void attend(const AttentionProblem& problem, Isa isa, int threads) {
+void attend(const AttentionProblem& problem, Isa isa, int threads, ComputeMode mode) {
   if (problem.kv.n_kv_heads == 0 || problem.n_heads % problem.kv.n_kv_heads != 0) {
     throw std::invalid_argument("attention: n_heads " + std::to_string(problem.n_heads) +
                                 " is not a multiple of n_kv_heads " +
@@ -19,6 +19,8 @@ void attend(const AttentionProblem& problem, Isa isa, int threads) {
     throw std::invalid_argument("attention: ISA '" + std::string(to_string(isa)) +
                                 "' is not supported by this CPU");
   }
+  const ComputeUnit unit = attention_compute_unit(problem.kv.dtype, isa, mode);
+  if (unit != ComputeUnit::fp32_fma) return simd::attend_dot_unit(problem, unit, threads);
   switch (isa) {
     case Isa::scalar:
       return attend_ref(problem, threads < 1 ? 1 : threads);

@@ -5,6 +5,7 @@
 
 #include "kernels/isa.hpp"
 #include "kernels/kv_view.hpp"
+#include "kernels/units/compute_unit.hpp"
 
 namespace kvscope {
 
@@ -21,7 +22,9 @@ struct AttentionProblem {
 };
 
 // Computes out = softmax(q kᵀ / sqrt(d) + causal mask) v for every query and head on the
-// given ISA with up to `threads` OpenMP threads.
-void attend(const AttentionProblem& problem, Isa isa, int threads);
+// given ISA with up to `threads` OpenMP threads. mode fast runs int8 and bf16 caches on the
+// CPU's dot-product units where attention_compute_unit() picks one (compute_unit.hpp).
+void attend(const AttentionProblem& problem, Isa isa, int threads,
+            ComputeMode mode = ComputeMode::exact);
 
 }  // namespace kvscope

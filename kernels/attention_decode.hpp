@@ -16,6 +16,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/attention_block.hpp"
 #include "kernels/attention_block_multi.hpp"
+#include "kernels/units/compute_unit.hpp"
 
 namespace kvscope::simd {
 
@@ -122,6 +123,20 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
   }
 }
 
+// Runs query states over a key range on compute unit U; one per thread. The fp32-fma runner
+// is run_key_range; the dot units' runners are in kernels/units/dot_unit_attention.hpp.
+template <class A, KvDtype D, ComputeUnit U>
+struct KeyRunner;
+
+template <class A, KvDtype D>
+struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
+  KeyRunner(std::size_t /*head_dim*/, std::size_t /*max_queries*/) {}
+  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+           std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
+    run_key_range<A, D>(kv, kvh, t0, t1, st, count, nv, direct, ws);
+  }
+};
+
 // q_out[0, dp) ← q[0, d) · scale, zero-padded; the score scale fused into the query.
 template <class A>
 void load_scaled_query(const float* q, std::size_t d, std::size_t dp, float scale, float* q_out) {
@@ -131,7 +146,7 @@ void load_scaled_query(const float* q, std::size_t d, std::size_t dp, float scal
 
 // Decode: p.n_queries == 1 at position p.first_pos; keys [0, first_pos] of every kv head.
 // out, q: [n_heads × head_dim]. Threads over (kv head, chunk) items, then over heads to merge.
-template <class A, KvDtype D>
+template <class A, KvDtype D, ComputeUnit U>
 void attend_decode(const AttentionProblem& p, int threads) {
   constexpr std::size_t W = fbatch<A>::size;
   const KvView& kv = p.kv;
@@ -144,7 +159,9 @@ void attend_decode(const AttentionProblem& p, int threads) {
   // Read the cache in place (widening in registers) when each element is widened about once
   // anyway: f32 (nothing to widen), or one score micro-tile of queries (g ≤ QM). Otherwise
   // widen each block once into f32 tiles shared by the g query heads.
-  const bool direct = d % W == 0 && (D == KvDtype::f32 || g <= MultiTile<A>::QM);
+  // (The dot units keep their own tiles.)
+  const bool direct = U != ComputeUnit::fp32_fma ||
+                      (d % W == 0 && (D == KvDtype::f32 || g <= MultiTile<A>::QM));
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads, threads);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads * chunks;
@@ -156,6 +173,7 @@ void attend_decode(const AttentionProblem& p, int threads) {
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(g, dp, !direct);
+    KeyRunner<A, D, U> runner(d, g);
     QueryState* st = ws.states.get();
 #pragma omp for schedule(dynamic)
     for (long item = 0; item < static_cast<long>(n_items); ++item) {
@@ -168,7 +186,7 @@ void attend_decode(const AttentionProblem& p, int threads) {
         load_scaled_query<A>(p.q + (kvh * g + h) * d, d, dp, scale, st[h].q);
         for (std::size_t j = 0; j < dp; ++j) st[h].acc[j] = 0.0f;
       }
-      run_key_range<A, D>(kv, kvh, t0, t1, st, g, nv, direct, ws);
+      runner.run(kv, kvh, t0, t1, st, g, nv, direct, ws);
       for (std::size_t h = 0; h < g; ++h) {
         if (split) {
           float* part = partial.get() + (static_cast<std::size_t>(item) * g + h) * part_stride;

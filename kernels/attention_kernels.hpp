@@ -8,30 +8,42 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/kv_dtype.hpp"
+#include "kernels/units/compute_unit.hpp"
+#include "kernels/units/dot_unit_kernels.hpp"
 
 namespace kvscope::simd {
 
 using avx2_fma = xsimd::fma3<xsimd::avx2>;
 
 // Decode (p.n_queries == 1) and prefill (any n_queries ≥ 1) on architecture A for a cache of
-// element type D; same contract as attend(). The caller checks the CPU supports A.
-template <class A, KvDtype D>
+// element type D on compute unit U; same contract as attend(). The caller checks the CPU
+// supports A and U.
+template <class A, KvDtype D, ComputeUnit U>
 void attend_decode(const AttentionProblem& p, int threads);
-template <class A, KvDtype D>
+template <class A, KvDtype D, ComputeUnit U>
 void attend_prefill(const AttentionProblem& p, int threads);
 
-#define KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, DTYPE)                                    \
-  PREFIX template void attend_decode<ARCH, KvDtype::DTYPE>(const AttentionProblem&, int); \
-  PREFIX template void attend_prefill<ARCH, KvDtype::DTYPE>(const AttentionProblem&, int);
+#define KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, ARCH, DTYPE, UNIT)                                  \
+  PREFIX template void attend_decode<ARCH, KvDtype::DTYPE, ComputeUnit::UNIT>(                   \
+      const AttentionProblem&, int);                                                             \
+  PREFIX template void attend_prefill<ARCH, KvDtype::DTYPE, ComputeUnit::UNIT>(                  \
+      const AttentionProblem&, int);
+#define KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, DTYPE) \
+  KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, ARCH, DTYPE, fp32_fma)
 #define KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(PREFIX, ARCH) \
   KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, f32)             \
   KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, f16)             \
   KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, bf16)            \
   KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, int8)
+// The dot units: int8 on VNNI, bf16 on AVX512-BF16 (kernels/arch/avx512_dot.cpp).
+#define KVSCOPE_DOT_UNIT_KERNELS(PREFIX)                              \
+  KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, int8, vnni_int8) \
+  KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, bf16, avx512_bf16)
 
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, xsimd::avx512bw)
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, avx2_fma)
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, xsimd::sse2)
+KVSCOPE_DOT_UNIT_KERNELS(extern)
 
 // One attention call on architecture A: picks the kernel for the cache type and the number of
 // queries once. A = fma3<avx2> with an f16 cache on a CPU without F16C runs the SSE2 kernel.
@@ -41,9 +53,9 @@ void attend_arch(const AttentionProblem& p, int threads) {
   if (threads < 1) threads = 1;
   const auto run = [&]<KvDtype D>() {
     if (p.n_queries == 1) {
-      attend_decode<A, D>(p, threads);
+      attend_decode<A, D, ComputeUnit::fp32_fma>(p, threads);
     } else {
-      attend_prefill<A, D>(p, threads);
+      attend_prefill<A, D, ComputeUnit::fp32_fma>(p, threads);
     }
   };
   switch (p.kv.dtype) {
@@ -60,6 +72,20 @@ void attend_arch(const AttentionProblem& p, int threads) {
     case KvDtype::int8:
       return run.template operator()<KvDtype::int8>();
   }
+}
+
+// One attention call on a dot unit (the cache's dtype is the unit's: int8 for vnni-int8,
+// bf16 for avx512-bf16). The caller checks the CPU has the unit.
+inline void attend_dot_unit(const AttentionProblem& p, ComputeUnit unit, int threads) {
+  if (p.n_queries == 0) return;
+  if (threads < 1) threads = 1;
+  const bool decode = p.n_queries == 1;
+  if (unit == ComputeUnit::vnni_int8) {
+    return decode ? attend_decode<avx512_dot, KvDtype::int8, ComputeUnit::vnni_int8>(p, threads)
+                  : attend_prefill<avx512_dot, KvDtype::int8, ComputeUnit::vnni_int8>(p, threads);
+  }
+  return decode ? attend_decode<avx512_dot, KvDtype::bf16, ComputeUnit::avx512_bf16>(p, threads)
+                : attend_prefill<avx512_dot, KvDtype::bf16, ComputeUnit::avx512_bf16>(p, threads);
 }
 
 }  // namespace kvscope::simd

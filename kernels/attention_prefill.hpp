@@ -24,7 +24,7 @@ inline constexpr std::size_t kQueryTile = 64;
 
 // Prefill: query row i at position p.first_pos + i reads keys [0, first_pos + i].
 // q, out: [n_queries × n_heads × head_dim].
-template <class A, KvDtype D>
+template <class A, KvDtype D, ComputeUnit U>
 void attend_prefill(const AttentionProblem& p, int threads) {
   constexpr std::size_t W = fbatch<A>::size;
   const KvView& kv = p.kv;
@@ -34,7 +34,7 @@ void attend_prefill(const AttentionProblem& p, int threads) {
   const std::size_t g = p.n_heads / kv.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   // Many query vectors share each key block: widen non-f32 blocks once into f32 tiles.
-  const bool direct = D == KvDtype::f32 && d % W == 0;
+  const bool direct = U != ComputeUnit::fp32_fma || (D == KvDtype::f32 && d % W == 0);
   const std::size_t rows_per_task = g >= kQueryTile ? 1 : kQueryTile / g;
   const std::size_t q_blocks = (p.n_queries + rows_per_task - 1) / rows_per_task;
   const std::size_t n_tasks = kv.n_kv_heads * q_blocks;
@@ -42,6 +42,7 @@ void attend_prefill(const AttentionProblem& p, int threads) {
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(rows_per_task * g, dp, !direct);
+    KeyRunner<A, D, U> runner(d, rows_per_task * g);
     QueryState* st = ws.states.get();
 #pragma omp for schedule(dynamic)
     for (long task = 0; task < static_cast<long>(n_tasks); ++task) {
@@ -59,7 +60,7 @@ void attend_prefill(const AttentionProblem& p, int threads) {
           for (std::size_t j = 0; j < dp; ++j) st[count].acc[j] = 0.0f;
         }
       }
-      run_key_range<A, D>(kv, kvh, 0, p.first_pos + i1, st, count, nv, direct, ws);
+      runner.run(kv, kvh, 0, p.first_pos + i1, st, count, nv, direct, ws);
       count = 0;
       for (std::size_t i = i0; i < i1; ++i) {
         for (std::size_t h = 0; h < g; ++h, ++count) {

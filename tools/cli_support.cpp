@@ -61,6 +61,10 @@ void AttentionShapeFlags::resolve(const CLI::App& app) {
 void ComputeFlags::add_to(CLI::App& app) {
   threads_option = app.add_option("--threads", threads, "OpenMP threads (default: all cores)");
   app.add_option("--isa", isa, "scalar | sse2 | avx2 | avx512 (default: $KVSCOPE_ISA or the best)");
+  app.add_option("--compute", compute,
+                 "exact (widen every element to f32) | fast (int8 on VNNI, bf16 on AVX512-BF16 "
+                 "where the CPU has them)")
+      ->capture_default_str();
 }
 
 int ComputeFlags::resolved_threads() const {

@@ -7,6 +7,7 @@
 #include "engine/layer_config.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
+#include "kernels/units/compute_unit.hpp"
 
 namespace kvscope::cli {
 
@@ -30,15 +31,18 @@ struct AttentionShapeFlags {
   void resolve(const CLI::App& app);
 };
 
-// --threads (default: OpenMP's maximum), --isa (default: $KVSCOPE_ISA or the best).
+// --threads (default: OpenMP's maximum), --isa (default: $KVSCOPE_ISA or the best),
+// --compute exact|fast (default fast: the CPU's dot-product units where they pay).
 struct ComputeFlags {
   int threads = 0;
   std::string isa;
+  std::string compute = "fast";
   CLI::Option* threads_option = nullptr;
 
   void add_to(CLI::App& app);
   int resolved_threads() const;  // throws for < 1
   Isa resolved_isa() const { return select_isa(isa); }
+  ComputeMode resolved_compute() const { return parse_compute_mode(compute); }
 };
 
 // Adds --kv-dtype f32|f16|bf16|int8 bound to `dtype`.

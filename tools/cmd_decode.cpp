@@ -32,6 +32,8 @@ nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t) 
           {"tokens", r.tokens},
           {"kv_dtype", to_string(r.kv_dtype)},
           {"isa", to_string(r.isa)},
+          {"compute", to_string(r.compute)},
+          {"compute_unit", to_string(t.unit)},
           {"threads", r.threads},
           {"steps", t.step_seconds.size()},
           {"attn_seconds_median", t.median_s},
@@ -45,11 +47,12 @@ nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t) 
 void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t) {
   std::printf(
       "decode attention: %lld heads, %lld kv heads (%s), d_head %lld, %s tokens, %s cache, "
-      "isa %s, %d thread%s\n",
+      "isa %s, %s compute on %s, %d thread%s\n",
       static_cast<long long>(r.n_heads), static_cast<long long>(r.n_kv_heads),
       attention_variant(r.n_heads, r.n_kv_heads).c_str(), static_cast<long long>(r.head_dim),
       with_commas(r.tokens).c_str(), std::string(to_string(r.kv_dtype)).c_str(),
-      std::string(to_string(r.isa)).c_str(), r.threads, r.threads == 1 ? "" : "s");
+      std::string(to_string(r.isa)).c_str(), std::string(to_string(r.compute)).c_str(),
+      std::string(to_string(t.unit)).c_str(), r.threads, r.threads == 1 ? "" : "s");
   std::printf("  cache read per step  %s\n", format_bytes(t.bytes_read_per_step).c_str());
   std::printf("  step time            median %s (min %s, max %s) over %zu steps after %d warm-up\n",
               format_seconds(t.median_s).c_str(), format_seconds(t.min_s).c_str(),
@@ -77,6 +80,7 @@ void add_decode_command(CLI::App& app) {
                                       .tokens = flags->shape.tokens,
                                       .kv_dtype = flags->dtype,
                                       .isa = flags->compute.resolved_isa(),
+                                      .compute = flags->compute.resolved_compute(),
                                       .threads = flags->compute.resolved_threads(),
                                       .steps = flags->steps,
                                       .duration_s = flags->duration};

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -11,6 +12,7 @@
 
 #include "engine/memory.hpp"
 #include "engine/measure/report.hpp"
+#include "kernels/units/cpu_features.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"
 #include "tools/report_output.hpp"
@@ -105,6 +107,7 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   }
   request.measure_layer = !f.no_layer;
   request.isa = f.compute.resolved_isa();
+  request.compute = f.compute.resolved_compute();
   request.threads = f.compute.resolved_threads();
   request.steps = f.steps;
   if (!f.svg.empty() && request.tokens.size() < 2) {
@@ -136,17 +139,30 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   }
   const ReportRow& first = rows.front();
   std::printf(
-      "kvscope report: %lld query heads × d_head %lld, %s, isa %s, %d thread%s; FMA peak "
-      "measured %.0f GFLOP/s\n\n",
+      "kvscope report: %lld query heads × d_head %lld, %s, isa %s, %s compute, %d thread%s; FMA "
+      "peak measured %.0f GFLOP/s\n",
       static_cast<long long>(first.n_heads), static_cast<long long>(first.head_dim),
       request.layers == 1 ? "1 layer" : (std::to_string(request.layers) + " layers").c_str(),
-      std::string(to_string(first.isa)).c_str(), first.threads, first.threads == 1 ? "" : "s",
-      first.fma_peak_gflops);
+      std::string(to_string(first.isa)).c_str(), std::string(to_string(request.compute)).c_str(),
+      first.threads, first.threads == 1 ? "" : "s", first.fma_peak_gflops);
+  std::printf("CPU: %s; units beyond the ISA: %s\n", cpu_model_name().c_str(),
+              describe(cpu_features()).c_str());
+  std::map<ComputeUnit, double> peaks;
+  for (const ReportRow& r : rows) peaks[r.compute_unit] = r.compute_peak_gops;
+  std::string peak_list;
+  for (const auto& [unit, gops] : peaks) {
+    char item[96];
+    std::snprintf(item, sizeof item, "%s%s %.0f GOP/s", peak_list.empty() ? "" : ", ",
+                  std::string(to_string(unit)).c_str(), gops);
+    peak_list += item;
+  }
+  std::printf("Compute peaks measured (2 ops per multiply-add): %s\n\n", peak_list.c_str());
   std::fputs(report_table(rows).c_str(), stdout);
   std::printf(
       "\n(cache/layer and read/step in MB = 1e6 bytes; 'read GB/s' is a plain read loop "
-      "over the same bytes with the same threads; 'light' is the speed of light, max of "
-      "bytes ÷ read bandwidth and FLOPs ÷ FMA peak; 'layer t/s' is the full decoder layer "
+      "over the same bytes with the same threads; 'unit' is the compute unit the decode kernel "
+      "ran on; 'light' is the speed of light, max of bytes ÷ read bandwidth and FLOPs ÷ that "
+      "unit's peak; 'layer t/s' is the full decoder layer "
       "at hidden %lld, ffn %lld)\n\n",
       static_cast<long long>(request.hidden_size), static_cast<long long>(request.ffn_size));
   std::fputs(explain_report(rows).c_str(), stdout);

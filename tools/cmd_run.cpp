@@ -1,5 +1,6 @@
 // kvscope run --model DIR --layer I --input X.npy --output Y.npy [--prefill P]
 //             [--kv-dtype f32|f16|bf16|int8] [--threads T] [--isa scalar|sse2|avx2|avx512]
+//             [--compute exact|fast]
 // Loads layer I of the model in DIR (config.json + safetensors), feeds X [n × hidden] at
 // positions 0 … n−1 (rows 0 … P−1 in one prefill, the rest one decode step each, cache
 // capacity n) and writes the layer's output [n × hidden] to Y as float32.
@@ -22,6 +23,7 @@
 #include "engine/model/safetensors.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
+#include "kernels/units/compute_unit.hpp"
 
 namespace kvscope::cli {
 namespace {
@@ -36,6 +38,7 @@ struct RunOptions {
   std::string kv_dtype = "f32";
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string isa;
+  std::string compute = "fast";
 };
 
 [[noreturn]] void fail(const std::string& where, const std::string& message) {
@@ -45,6 +48,7 @@ struct RunOptions {
 // Runs the layer and writes the output; every error names the file and the field.
 void run(const RunOptions& o) {
   const Isa isa = select_isa(o.isa);
+  const ComputeMode compute = parse_compute_mode(o.compute);
   const KvDtype kv_dtype = parse_kv_dtype(o.kv_dtype);
   if (o.threads < 1) fail("--threads", "must be at least 1, got " + std::to_string(o.threads));
 
@@ -91,7 +95,7 @@ void run(const RunOptions& o) {
   }();
   LayerWeights weights = load_layer_weights(o.model_dir, static_cast<std::size_t>(o.layer), config);
   DecoderLayer layer(config, std::move(weights),
-                     {.kv_dtype = kv_dtype, .isa = isa, .threads = o.threads});
+                     {.kv_dtype = kv_dtype, .isa = isa, .threads = o.threads, .compute = compute});
 
   std::vector<float> output;
   output.reserve(n * hidden);
@@ -103,7 +107,8 @@ void run(const RunOptions& o) {
   write_npy(o.output, input.shape, output);
   std::cout << "wrote " << o.output << " [" << n << " × " << hidden << "]: layer " << o.layer
             << ", " << prefill << " rows prefilled, " << n - prefill << " decoded, isa "
-            << to_string(isa) << ", kv " << to_string(kv_dtype) << ", " << o.threads
+            << to_string(isa) << ", kv " << to_string(kv_dtype) << ", attention on "
+            << to_string(attention_compute_unit(kv_dtype, isa, compute)) << ", " << o.threads
             << " threads\n";
 }
 
@@ -127,6 +132,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--threads", options->threads, "Threads")->capture_default_str();
   cmd->add_option("--isa", options->isa,
                   "scalar, sse2, avx2 or avx512 (default: $KVSCOPE_ISA, else the best)");
+  cmd->add_option("--compute", options->compute,
+                  "exact (widen every element to f32) | fast (int8 on VNNI, bf16 on "
+                  "AVX512-BF16 where the CPU has them)")
+      ->capture_default_str();
   cmd->callback([options] { run(*options); });
 }
 

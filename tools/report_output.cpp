@@ -20,6 +20,8 @@ const std::vector<std::string> kColumns = {"variant",
                                            "layers",
                                            "kv_dtype",
                                            "isa",
+                                           "compute",
+                                           "compute_unit",
                                            "threads",
                                            "cache_bytes",
                                            "cache_bytes_all_layers",
@@ -33,6 +35,7 @@ const std::vector<std::string> kColumns = {"variant",
                                            "read_bandwidth_gbps",
                                            "fraction_of_bandwidth",
                                            "fma_peak_gflops",
+                                           "compute_peak_gops",
                                            "speed_of_light_seconds",
                                            "fraction_of_speed_of_light",
                                            "bound",
@@ -48,6 +51,8 @@ nlohmann::json row_json(const ReportRow& r) {
           {"layers", r.layers},
           {"kv_dtype", to_string(r.kv_dtype)},
           {"isa", to_string(r.isa)},
+          {"compute", to_string(r.compute)},
+          {"compute_unit", to_string(r.compute_unit)},
           {"threads", r.threads},
           {"cache_bytes", r.cache_bytes},
           {"cache_bytes_all_layers", r.cache_bytes_all_layers},
@@ -61,6 +66,7 @@ nlohmann::json row_json(const ReportRow& r) {
           {"read_bandwidth_gbps", r.read_bandwidth_gbps},
           {"fraction_of_bandwidth", r.fraction_of_bandwidth},
           {"fma_peak_gflops", r.fma_peak_gflops},
+          {"compute_peak_gops", r.compute_peak_gops},
           {"speed_of_light_seconds", r.speed_of_light_seconds},
           {"fraction_of_speed_of_light", r.fraction_of_speed_of_light},
           {"bound", r.bound},
@@ -109,8 +115,8 @@ std::string report_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[400];
   std::snprintf(line, sizeof line,
-                "%-7s %4s %-5s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n", "variant",
-                "kv", "cache", "tokens", "cache/layer", "read/step", "step median (min-max)",
+                "%-7s %4s %-5s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n",
+                "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step", "step median (min-max)",
                 "tokens/s", "GB/s", "read GB/s", "of bw", "light", "of SoL", "layer t/s");
   out += line;
   for (const ReportRow& r : rows) {
@@ -121,9 +127,11 @@ std::string report_table(const std::vector<ReportRow>& rows) {
     if (r.layer_tokens_per_s > 0) std::snprintf(layer, sizeof layer, "%.1f", r.layer_tokens_per_s);
     std::snprintf(
         line, sizeof line,
-        "%-7s %4lld %-5s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% %10s\n",
+        "%-7s %4lld %-5s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
+        "%10s\n",
         r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
-        std::string(to_string(r.kv_dtype)).c_str(), static_cast<long long>(r.tokens),
+        std::string(to_string(r.kv_dtype)).c_str(), std::string(to_string(r.compute_unit)).c_str(),
+        static_cast<long long>(r.tokens),
         mb(r.cache_bytes).c_str(), mb(r.bytes_read_per_step).c_str(), range.c_str(),
         r.attn_tokens_per_s, r.attn_gbps, r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
         format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light,
@@ -153,15 +161,16 @@ std::string explain_report(const std::vector<ReportRow>& rows) {
   text += buf;
   const double memory_s =
       static_cast<double>(b.bytes_read_per_step) / (b.read_bandwidth_gbps * 1e9);
-  const double compute_s = static_cast<double>(b.flops_per_step) / (b.fma_peak_gflops * 1e9);
+  const double compute_s = static_cast<double>(b.flops_per_step) / (b.compute_peak_gops * 1e9);
   std::snprintf(buf, sizeof buf,
                 "Where the time goes (%s %s): moving %s at the measured %.1f GB/s takes %s; its "
-                "%.1f MFLOP at the measured %.0f GFLOP/s FMA peak take %s. The step is %s-bound "
+                "%.1f MFLOP at the measured %.0f GOP/s peak of %s take %s. The step is %s-bound "
                 "(%.0f× apart); the measured %s is %.0f%% of that speed of light.\n",
                 b.variant.c_str(), std::string(to_string(b.kv_dtype)).c_str(),
                 mb(b.bytes_read_per_step).c_str(), b.read_bandwidth_gbps,
                 format_seconds(memory_s).c_str(), static_cast<double>(b.flops_per_step) / 1e6,
-                b.fma_peak_gflops, format_seconds(compute_s).c_str(), b.bound.c_str(),
+                b.compute_peak_gops, std::string(to_string(b.compute_unit)).c_str(),
+                format_seconds(compute_s).c_str(), b.bound.c_str(),
                 std::max(memory_s, compute_s) / std::min(memory_s, compute_s),
                 format_seconds(b.attn_seconds_median).c_str(), 100 * b.fraction_of_speed_of_light);
   text += buf;

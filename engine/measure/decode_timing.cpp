@@ -68,14 +68,14 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
                                  .kv = cache.view(),
                                  .out = out.data()};
 
-  for (int i = 0; i < r.warmup_steps; ++i) attend(problem, r.isa, r.threads);
+  for (int i = 0; i < r.warmup_steps; ++i) attend(problem, r.isa, r.threads, r.compute);
   DecodeTiming t;
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   while (static_cast<int>(t.step_seconds.size()) < r.steps ||
          std::chrono::duration<double>(clock::now() - start).count() < r.duration_s) {
     const auto before = clock::now();
-    attend(problem, r.isa, r.threads);
+    attend(problem, r.isa, r.threads, r.compute);
     t.step_seconds.push_back(std::chrono::duration<double>(clock::now() - before).count());
   }
   t.median_s = median(t.step_seconds);
@@ -86,6 +86,7 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
                                         .tokens = r.tokens,
                                         .dtype = r.kv_dtype})
                               .total_bytes;
+  t.unit = attention_compute_unit(r.kv_dtype, r.isa, r.compute);
   t.tokens_per_s = 1.0 / t.median_s;
   t.gbps = static_cast<double>(t.bytes_read_per_step) / t.median_s / 1e9;
   return t;

@@ -7,6 +7,7 @@
 
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
+#include "kernels/units/compute_unit.hpp"
 
 namespace kvscope {
 
@@ -17,6 +18,7 @@ struct DecodeTimingRequest {
   std::int64_t tokens = 2000;  // cache length; the query sits at the last position
   KvDtype kv_dtype = KvDtype::f32;
   Isa isa = Isa::scalar;
+  ComputeMode compute = ComputeMode::exact;
   int threads = 1;
   int warmup_steps = 2;     // run first, not timed
   int steps = 20;           // timed steps (at least this many)
@@ -30,6 +32,7 @@ struct DecodeTiming {
   std::uint64_t bytes_read_per_step = 0;  // K, V (and int8 scales) of every cached token
   double tokens_per_s = 0;                // 1 / median
   double gbps = 0;                        // bytes_read_per_step / median / 1e9
+  ComputeUnit unit = ComputeUnit::fp32_fma;  // the unit the kernel ran on
 };
 
 // Fills a cache of `tokens` random K/V rows (seeded), then times one-query attention steps

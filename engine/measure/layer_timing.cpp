@@ -13,7 +13,7 @@
 namespace kvscope {
 
 LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvDtype kv_dtype,
-                              Isa isa, int threads, int steps) {
+                              Isa isa, int threads, int steps, ComputeMode compute) {
   if (steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(steps));
   if (context < 1 || static_cast<std::uint64_t>(context) + steps + 1 > config.capacity()) {
@@ -22,7 +22,7 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
                                 std::to_string(config.capacity()));
   }
   DecoderLayer layer(config, LayerWeights::random(config, 42),
-                     {.kv_dtype = kv_dtype, .isa = isa, .threads = threads});
+                     {.kv_dtype = kv_dtype, .isa = isa, .threads = threads, .compute = compute});
   append_random_context(
       static_cast<std::size_t>(context), config.kv_width(), 1,
       [&](const float* k, const float* v, std::size_t n) { layer.append_context(k, v, n); });

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "engine/layer_config.hpp"
+#include "kernels/units/compute_unit.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 
@@ -18,6 +19,7 @@ struct LayerTiming {
 // then times `steps` decode steps (after one warm-up) of the token at position `context`.
 // config.capacity() must exceed `context` + steps.
 LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvDtype kv_dtype,
-                              Isa isa, int threads, int steps);
+                              Isa isa, int threads, int steps,
+                              ComputeMode compute = ComputeMode::exact);
 
 }  // namespace kvscope

@@ -43,4 +43,13 @@ double measure_fma_peak_gflops(Isa isa, int threads, int repeats) {
   return flops / median(seconds) / 1e9;
 }
 
+double measure_unit_peak_gops(ComputeUnit unit, Isa isa, int threads, int repeats) {
+  if (unit == ComputeUnit::fp32_fma) return measure_fma_peak_gflops(isa, threads, repeats);
+  const std::size_t iterations = 1'000'000;
+  double ops = dot_burn(unit, iterations / 10, threads);  // warm-up
+  const std::vector<double> seconds =
+      time_repeats(repeats, [&] { ops = dot_burn(unit, iterations, threads); });
+  return ops / median(seconds) / 1e9;
+}
+
 }  // namespace kvscope

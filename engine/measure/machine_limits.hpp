@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/isa.hpp"
+#include "kernels/units/compute_unit.hpp"
 
 namespace kvscope {
 
@@ -13,5 +14,9 @@ double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, in
 
 // Median GFLOP/s of `repeats` runs of independent FMA chains on every thread.
 double measure_fma_peak_gflops(Isa isa, int threads, int repeats = 5);
+
+// Median peak of a compute unit in G operations/s (2 per multiply-add, as FLOPs count them):
+// fp32-fma is measure_fma_peak_gflops on `isa`; the dot units run their own chains.
+double measure_unit_peak_gops(ComputeUnit unit, Isa isa, int threads, int repeats = 5);
 
 }  // namespace kvscope

@@ -1,6 +1,8 @@
 #include "engine/measure/report.hpp"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <stdexcept>
 
 #include "engine/checked_math.hpp"
@@ -73,6 +75,15 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
 
   if (r.progress) r.progress("the FMA peak");
   const double fma_peak = measure_fma_peak_gflops(r.isa, r.threads);
+  // Each unit's peak, measured once, the first time a row runs on it.
+  std::map<ComputeUnit, double> unit_peaks{{ComputeUnit::fp32_fma, fma_peak}};
+  const auto unit_peak = [&](ComputeUnit unit) {
+    if (unit_peaks.count(unit) == 0) {
+      if (r.progress) r.progress("the " + std::string(to_string(unit)) + " peak");
+      unit_peaks[unit] = measure_unit_peak_gops(unit, r.isa, r.threads);
+    }
+    return unit_peaks[unit];
+  };
   std::vector<ReportRow> rows;
   const std::size_t total = r.tokens.size() * r.kv_heads.size() * r.kv_dtypes.size();
   for (std::int64_t tokens : r.tokens) {
@@ -92,6 +103,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         row.layers = r.layers;
         row.kv_dtype = dtype;
         row.isa = r.isa;
+        row.compute = r.compute;
         row.threads = r.threads;
         const KvFootprint fp = kv_footprint({.n_kv_heads = kv_heads,
                                              .head_dim = r.head_dim,
@@ -108,8 +120,11 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                                                       .tokens = tokens,
                                                       .kv_dtype = dtype,
                                                       .isa = r.isa,
+                                                      .compute = r.compute,
                                                       .threads = r.threads,
                                                       .steps = r.steps});
+        row.compute_unit = t.unit;
+        row.compute_peak_gops = unit_peak(t.unit);
         row.bytes_read_per_step = t.bytes_read_per_step;
         row.attn_seconds_median = t.median_s;
         row.attn_seconds_min = t.min_s;
@@ -120,18 +135,19 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
             measure_read_bandwidth_gbps(t.bytes_read_per_step, r.isa, r.threads);
         row.fraction_of_bandwidth = row.attn_gbps / row.read_bandwidth_gbps;
         row.fma_peak_gflops = fma_peak;
-        row.speed_of_light_seconds = speed_of_light_seconds(
-            row.bytes_read_per_step, row.flops_per_step, row.read_bandwidth_gbps, fma_peak);
+        row.speed_of_light_seconds =
+            speed_of_light_seconds(row.bytes_read_per_step, row.flops_per_step,
+                                   row.read_bandwidth_gbps, row.compute_peak_gops);
         row.fraction_of_speed_of_light = row.speed_of_light_seconds / row.attn_seconds_median;
         row.bound =
             static_cast<double>(row.bytes_read_per_step) / (row.read_bandwidth_gbps * 1e9) >=
-                    static_cast<double>(row.flops_per_step) / (fma_peak * 1e9)
+                    static_cast<double>(row.flops_per_step) / (row.compute_peak_gops * 1e9)
                 ? "memory"
                 : "compute";
         if (r.measure_layer) {
           const LayerTiming layer =
               time_layer_decode(layer_config(r, kv_heads, tokens), tokens, dtype, r.isa, r.threads,
-                                std::max(3, r.steps / 2));
+                                std::max(3, r.steps / 2), r.compute);
           row.layer_tokens_per_s = layer.tokens_per_s;
           row.layer_bytes_per_step = layer.bytes_per_step;
         }

@@ -9,6 +9,7 @@
 
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
+#include "kernels/units/compute_unit.hpp"
 
 namespace kvscope {
 
@@ -23,6 +24,7 @@ struct ReportRequest {
   std::int64_t ffn_size = 11008;
   bool measure_layer = true;
   Isa isa = Isa::scalar;
+  ComputeMode compute = ComputeMode::exact;
   int threads = 1;
   int steps = 10;
   std::function<void(std::string_view)> progress;  // told before each measurement
@@ -33,6 +35,8 @@ struct ReportRow {
   std::int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, tokens = 0, layers = 1;
   KvDtype kv_dtype = KvDtype::f32;
   Isa isa = Isa::scalar;
+  ComputeMode compute = ComputeMode::exact;
+  ComputeUnit compute_unit = ComputeUnit::fp32_fma;  // the unit the decode kernel ran on
   int threads = 1;
   std::uint64_t cache_bytes = 0;  // one layer
   std::uint64_t cache_bytes_all_layers = 0;
@@ -44,7 +48,8 @@ struct ReportRow {
   double read_bandwidth_gbps = 0;    // plain read loop, same bytes and threads
   double fraction_of_bandwidth = 0;  // attn_gbps / read_bandwidth_gbps
   double fma_peak_gflops = 0;
-  double speed_of_light_seconds = 0;       // max(bytes ÷ bandwidth, FLOPs ÷ FMA peak)
+  double compute_peak_gops = 0;            // measured peak of compute_unit, same run
+  double speed_of_light_seconds = 0;       // max(bytes ÷ bandwidth, FLOPs ÷ unit peak)
   double fraction_of_speed_of_light = 0;   // speed of light ÷ measured median
   std::string bound;                       // "memory" or "compute"
   double layer_tokens_per_s = 0;           // 0 when not measured

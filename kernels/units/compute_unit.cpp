@@ -1,0 +1,103 @@
+#include "kernels/units/compute_unit.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/roofline.hpp"
+#include "kernels/units/cpu_features.hpp"
+#include "kernels/units/dot_unit_kernels.hpp"
+
+namespace kvscope {
+namespace {
+
+// Operations per second of `burn` on one thread, best of a few short runs (~1 ms each).
+template <class Burn>
+double ops_per_second(Burn burn) {
+  double best = 0.0;
+  for (int run = 0; run < 5; ++run) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double ops = burn(20000);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0 && ops / s > best) best = ops / s;
+  }
+  return best;
+}
+
+// Measured once on one thread: bf16 dot products against f32 FMAs, in multiply-adds per
+// second. The widening path needs no rounding of query and weights, so the dot unit must win
+// clearly (1.2×) to be chosen.
+bool bf16_dot_outruns_fma() {
+  static const bool faster = [] {
+    const double dot = ops_per_second([](std::size_t n) {
+      return dot_burn(ComputeUnit::avx512_bf16, n, 1);
+    });
+    const double fma = ops_per_second([](std::size_t n) { return fma_burn(n, Isa::avx512, 1); });
+    return dot > 1.2 * fma;
+  }();
+  return faster;
+}
+
+}  // namespace
+
+std::string_view to_string(ComputeMode mode) { return mode == ComputeMode::fast ? "fast" : "exact"; }
+
+std::string_view to_string(ComputeUnit unit) {
+  switch (unit) {
+    case ComputeUnit::fp32_fma:
+      return "fp32-fma";
+    case ComputeUnit::vnni_int8:
+      return "vnni-int8";
+    case ComputeUnit::avx512_bf16:
+      return "avx512-bf16";
+  }
+  return "?";
+}
+
+ComputeMode parse_compute_mode(std::string_view name) {
+  if (name == "exact") return ComputeMode::exact;
+  if (name == "fast") return ComputeMode::fast;
+  throw std::invalid_argument("unknown compute mode '" + std::string(name) +
+                              "' (expected exact or fast)");
+}
+
+bool cpu_has(ComputeUnit unit) {
+  const bool avx512 = cpu_supports(Isa::avx512);
+  switch (unit) {
+    case ComputeUnit::fp32_fma:
+      return avx512 || cpu_supports(Isa::avx2);
+    case ComputeUnit::vnni_int8:
+      return avx512 && cpu_features().avx512_vnni;
+    case ComputeUnit::avx512_bf16:
+      return avx512 && cpu_features().avx512_bf16;
+  }
+  return false;
+}
+
+ComputeUnit attention_compute_unit(KvDtype dtype, Isa isa, ComputeMode mode) {
+  if (mode == ComputeMode::exact || isa != Isa::avx512) return ComputeUnit::fp32_fma;
+  if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8)) return ComputeUnit::vnni_int8;
+  if (dtype == KvDtype::bf16 && cpu_has(ComputeUnit::avx512_bf16) && bf16_dot_outruns_fma()) {
+    return ComputeUnit::avx512_bf16;
+  }
+  return ComputeUnit::fp32_fma;
+}
+
+double dot_burn(ComputeUnit unit, std::size_t iterations, int threads) {
+  if (threads < 1) threads = 1;
+  if (!cpu_has(unit)) {
+    throw std::invalid_argument("compute unit '" + std::string(to_string(unit)) +
+                                "' is not available on this CPU");
+  }
+  switch (unit) {
+    case ComputeUnit::fp32_fma:
+      return fma_burn(iterations, cpu_supports(Isa::avx512) ? Isa::avx512 : Isa::avx2, threads);
+    case ComputeUnit::vnni_int8:
+      return simd::vnni_burn(iterations, threads);
+    case ComputeUnit::avx512_bf16:
+      return simd::bf16_dot_burn(iterations, threads);
+  }
+  return 0.0;
+}
+
+}  // namespace kvscope

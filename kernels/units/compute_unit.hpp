@@ -1,0 +1,40 @@
+#pragma once
+// Which arithmetic unit an attention call runs on, and how that is chosen.
+//
+// exact: every cache element is widened to f32 and multiplied with f32 FMAs (the reference
+//        arithmetic, error = the cache format's own rounding only).
+// fast:  the CPU's dot-product units where they exist and measure faster: int8 caches on
+//        AVX-512 VNNI (query and softmax weights quantized to 8 bits per block), bf16 caches
+//        on AVX512-BF16 (query and weights rounded to bf16) — each within about 2× of its
+//        cache format's own error. Shapes and CPUs without such a unit run exact.
+#include <cstddef>
+#include <string_view>
+
+#include "kernels/isa.hpp"
+#include "kernels/kv_dtype.hpp"
+
+namespace kvscope {
+
+enum class ComputeMode { exact, fast };
+enum class ComputeUnit { fp32_fma, vnni_int8, avx512_bf16 };
+
+std::string_view to_string(ComputeMode mode);
+std::string_view to_string(ComputeUnit unit);  // "fp32-fma", "vnni-int8", "avx512-bf16"
+
+// Parses "exact" or "fast"; throws std::invalid_argument naming the value.
+ComputeMode parse_compute_mode(std::string_view name);
+
+// The unit attend() uses for a cache of `dtype` on `isa` in `mode` on this CPU. bf16 dot
+// products are used only where a one-time probe measures them faster than f32 FMAs (on some
+// Intel cores vdpbf16ps runs at half the FMA rate).
+ComputeUnit attention_compute_unit(KvDtype dtype, Isa isa, ComputeMode mode);
+
+// Runs `iterations` rounds of independent dot-product chains of `unit` on each of `threads`
+// threads; returns the operations done, 2 per multiply-add (as fma_burn counts FLOPs).
+// Throws std::invalid_argument if the CPU lacks the unit.
+double dot_burn(ComputeUnit unit, std::size_t iterations, int threads);
+
+// Whether this CPU has `unit` (fp32_fma: whenever AVX-512 or AVX2 is there).
+bool cpu_has(ComputeUnit unit);
+
+}  // namespace kvscope

@@ -1,0 +1,510 @@
+#pragma once
+// Attention of a set of query vectors over a range of cached keys on a dot-product unit:
+// AVX-512 VNNI for int8 caches (vpdpbusd: 4 u8 × s8 products summed into each int32 lane),
+// AVX512-BF16 for bf16 caches (vdpbf16ps: 2 bf16 products summed into each f32 lane).
+// The decode and prefill drivers (attention_decode.hpp, attention_prefill.hpp) call it in
+// place of the widening path when the compute unit is not fp32-fma. Include only from
+// kernels/arch/avx512_dot.cpp.
+//
+// Per block of 64 keys, shared by all query vectors of the range (g per kv head in decode,
+// a query tile × g in prefill):
+//   K is transposed into 32-bit groups, kt[group][key] (4 int8 or 2 bf16 elements a group):
+//     one vector holds one group of 16 keys, so a broadcast group of the query feeds 16 keys'
+//     dot products with no horizontal sums;
+//   V is interleaved across row pairs, vt[pair][lane] (int8 widened to int16): one broadcast
+//     pair of softmax weights feeds 16 output lanes.
+// Arithmetic (integer scores as in Jacob et al. 2018; online softmax as attention_block.hpp):
+//   int8 scores: q (already × 1/√d) is quantized per query to s8 with scale sq = max|q|/127;
+//     vpdpbusd needs one unsigned operand, so keys enter as k + 128 and
+//     q·k = Σ q8 (k + 128) − 128 Σ q8, exact in int32; score = sq · k_scale[t] · q·k.
+//   int8 P·V: the weights p_t · v_scale[t] of one block are quantized to int16 against the
+//     block's largest (scale w_max/32767) and summed with the int8 values in int32 by
+//     vpdpwssd, then added to the f32 accumulator times that scale. (8-bit weights measured
+//     4× the cache's own error at 2,000 keys when value rows differ in size: the block's
+//     largest weight sets the step for all.)
+//   bf16: q and the weights are rounded to bf16 (round to nearest even); products summed in
+//     f32 by vdpbf16ps.
+// The softmax itself (max, exp, running sums, rescaling) stays in f32.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/attention_decode.hpp"
+#include "kernels/kv_view.hpp"
+#include "kernels/number_formats.hpp"
+#include "kernels/units/dot_unit_kernels.hpp"
+
+namespace kvscope::simd {
+
+inline constexpr std::size_t kDotBlock = 64;  // keys per block: 4 vectors of 16 lanes
+
+// Row geometry of one kv head's cache for dot unit D, in 64-byte segments of a row.
+template <KvDtype D>
+struct DotGeometry {
+  static constexpr std::size_t kKeyGroup = D == KvDtype::int8 ? 4 : 2;  // elements per group
+  static constexpr std::size_t kRowPairs = kDotBlock / 2;               // V row pairs a block
+  // Accumulator vectors per segment: int8 64 elements → 2 int16 halves × 2 unpacks; bf16 32.
+  static constexpr std::size_t kVectorsPerSegment = D == KvDtype::int8 ? 4 : 2;
+  std::size_t d, row_bytes, groups, segments, acc_vectors;
+
+  explicit DotGeometry(std::size_t head_dim)
+      : d(head_dim),
+        row_bytes(head_dim * kv_element_bytes(D)),
+        groups((head_dim + kKeyGroup - 1) / kKeyGroup),
+        segments((row_bytes + 63) / 64),
+        acc_vectors(segments * kVectorsPerSegment) {}
+
+  // Element index of lane `lane` of accumulator vector `v` in interleaved (tile) order; ≥ d
+  // for padding. Follows interleave_values: per segment, int8 has 2 halves of 32 elements
+  // (h) × 2 unpacks (w); bf16 2 unpacks; 128-bit lane L of an unpack holds 4 elements.
+  std::size_t natural(std::size_t v, std::size_t lane) const {
+    const std::size_t L = lane / 4, m = lane % 4;
+    if constexpr (D == KvDtype::int8) {
+      const std::size_t s = v / 4, h = v / 2 % 2, w = v % 2;
+      return 64 * s + 32 * h + 8 * L + 4 * w + m;
+    } else {
+      const std::size_t s = v / 2, w = v % 2;
+      return 32 * s + 8 * L + 4 * w + m;
+    }
+  }
+};
+
+// The 64-byte segment `seg` of a row of `row_bytes`, zero past the row's end.
+inline __m512i load_segment(const std::byte* row, std::size_t row_bytes, std::size_t seg) {
+  const std::size_t left = row_bytes - seg * 64;
+  if (left >= 64) return _mm512_loadu_si512(row + seg * 64);
+  return _mm512_maskz_loadu_epi8((__mmask64{1} << left) - 1, row + seg * 64);
+}
+
+// In-place transpose of a 16 × 16 matrix of 32-bit elements, r[row] → r[column].
+inline void transpose16x16_epi32(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: columns (0,1) and (2,3) of a row pair
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int a = 0; a < 16; a += 4) {  // r[a + c], lane L: rows a..a+3 of column 4L + c
+    r[a + 0] = _mm512_unpacklo_epi64(t[a], t[a + 2]);
+    r[a + 1] = _mm512_unpackhi_epi64(t[a], t[a + 2]);
+    r[a + 2] = _mm512_unpacklo_epi64(t[a + 1], t[a + 3]);
+    r[a + 3] = _mm512_unpackhi_epi64(t[a + 1], t[a + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // gather lane L of r[c], r[4+c], r[8+c], r[12+c]: column 4L+c
+    const __m512i x0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
+    const __m512i x1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+    const __m512i y0 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512i y1 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+    r[8 + c] = _mm512_shuffle_i32x4(x0, y0, 0xdd);
+    r[4 + c] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(x1, y1, 0xdd);
+  }
+}
+
+// kt[g · 64 + t] ← 32-bit group g of key row t for t < nb (0 beyond), g < segments · 16.
+// int8: bytes offset by 128 (xor 0x80), the unsigned operand of vpdpbusd. Prefetches the
+// next block's rows (n_next of them) as it goes.
+template <KvDtype D>
+void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& geo,
+                    std::int32_t* kt, const std::byte* k_next, std::size_t n_next) {
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (std::size_t t0 = 0; t0 < nb; t0 += 16) {
+    for (std::size_t r = t0; r < t0 + 16 && r < n_next; ++r) {
+      prefetch_row(k_next + r * geo.row_bytes, geo.row_bytes);
+    }
+    for (std::size_t seg = 0; seg < geo.segments; ++seg) {
+      __m512i rows[16];
+      for (std::size_t i = 0; i < 16; ++i) {
+        rows[i] = t0 + i < nb ? load_segment(k + (t0 + i) * geo.row_bytes, geo.row_bytes, seg)
+                              : _mm512_setzero_si512();
+      }
+      transpose16x16_epi32(rows);
+      for (std::size_t c = 0; c < 16; ++c) {
+        const __m512i x = D == KvDtype::int8 ? _mm512_xor_si512(rows[c], offset) : rows[c];
+        _mm512_store_si512(kt + (seg * 16 + c) * kDotBlock + t0, x);
+      }
+    }
+  }
+}
+
+// vt[(rp · acc_vectors + v) · 16 + lane] ← rows 2·rp and 2·rp + 1 interleaved per 32-bit lane
+// (int8 widened to int16 pairs, bf16 pairs as they are), for row pairs rp < ceil(n_rows / 2);
+// rows ≥ nb read as 0. Element order within a vector: DotGeometry::natural.
+template <KvDtype D>
+void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
+                       const DotGeometry<D>& geo, std::int32_t* vt, const std::byte* v_next,
+                       std::size_t n_next) {
+  const auto row = [&](std::size_t t, std::size_t seg) {
+    return t < nb ? load_segment(v + t * geo.row_bytes, geo.row_bytes, seg)
+                  : _mm512_setzero_si512();
+  };
+  for (std::size_t rp = 0; rp * 2 < n_rows; ++rp) {
+    for (std::size_t r = rp * 2; r < rp * 2 + 2 && r < n_next; ++r) {
+      prefetch_row(v_next + r * geo.row_bytes, geo.row_bytes);
+    }
+    auto* out = reinterpret_cast<__m512i*>(vt + rp * geo.acc_vectors * 16);
+    for (std::size_t seg = 0; seg < geo.segments; ++seg) {
+      const __m512i r0 = row(2 * rp, seg), r1 = row(2 * rp + 1, seg);
+      __m512i* o = out + seg * DotGeometry<D>::kVectorsPerSegment;
+      if constexpr (D == KvDtype::int8) {
+        for (int h = 0; h < 2; ++h) {
+          const __m512i w0 = _mm512_cvtepi8_epi16(h ? _mm512_extracti64x4_epi64(r0, 1)
+                                                    : _mm512_castsi512_si256(r0));
+          const __m512i w1 = _mm512_cvtepi8_epi16(h ? _mm512_extracti64x4_epi64(r1, 1)
+                                                    : _mm512_castsi512_si256(r1));
+          _mm512_store_si512(o + 2 * h, _mm512_unpacklo_epi16(w0, w1));
+          _mm512_store_si512(o + 2 * h + 1, _mm512_unpackhi_epi16(w0, w1));
+        }
+      } else {
+        _mm512_store_si512(o + 0, _mm512_unpacklo_epi16(r0, r1));
+        _mm512_store_si512(o + 1, _mm512_unpackhi_epi16(r0, r1));
+      }
+    }
+  }
+}
+
+// One query prepared for the unit: 32-bit groups of its quantized or rounded elements.
+struct DotQuery {
+  std::int32_t* groups = nullptr;  // [segments · 16]
+  float scale = 1.0f;              // int8: sq (score = sq · k_scale · integer dot)
+  std::int32_t offset = 0;         // int8: 128 · Σ q8, the bias of the unsigned keys
+};
+
+// Packs q[0, d) (already × 1/√d) into `out`, zero-padded to the segment grid.
+template <KvDtype D>
+void pack_query(const float* q, const DotGeometry<D>& geo, DotQuery& out) {
+  auto* bytes = reinterpret_cast<std::uint8_t*>(out.groups);
+  for (std::size_t i = 0; i < geo.segments * 64; ++i) bytes[i] = 0;
+  if constexpr (D == KvDtype::int8) {
+    float amax = 0.0f;
+    for (std::size_t j = 0; j < geo.d; ++j) amax = std::fabs(q[j]) > amax ? std::fabs(q[j]) : amax;
+    out.scale = amax / 127.0f;
+    out.offset = 0;
+    if (amax == 0.0f) return;  // all-zero query: every score 0, q8 = 0
+    const float inv = 127.0f / amax;
+    std::int32_t sum = 0;
+    for (std::size_t j = 0; j < geo.d; ++j) {
+      const auto q8 = static_cast<std::int8_t>(std::nearbyint(q[j] * inv));
+      bytes[j] = static_cast<std::uint8_t>(q8);
+      sum += q8;
+    }
+    out.offset = 128 * sum;
+  } else {
+    out.scale = 1.0f;
+    out.offset = 0;
+    auto* halves = reinterpret_cast<std::uint16_t*>(out.groups);
+    for (std::size_t j = 0; j < geo.d; ++j) halves[j] = f32_to_bf16_bits(q[j]);
+  }
+}
+
+// −inf in lanes [n − first, 16) of a 16-key vector starting at key `first`.
+inline __m512 mask_past(__m512 s, std::size_t n, std::size_t first) {
+  const __mmask16 keep = n >= first + 16 ? __mmask16(0xffff)
+                         : n > first     ? __mmask16((1u << (n - first)) - 1)
+                                         : __mmask16(0);
+  return _mm512_mask_blend_ps(keep, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), s);
+}
+
+// The unit's accumulator register: int32 lanes for VNNI, f32 for bf16.
+template <KvDtype D>
+struct DotAcc {
+  using type = __m512;
+};
+template <>
+struct DotAcc<KvDtype::int8> {
+  using type = __m512i;
+};
+
+// s[i][t] for queries i < count (4 at a time; a short tail repeats its last query) over the
+// block's 64 transposed keys; −inf for t ≥ n[i]. k_scale: int8 per-key scales (64, padded).
+template <KvDtype D>
+void dot_scores(const DotQuery* const* qs, const std::size_t* n, std::size_t count,
+                const std::int32_t* kt, const DotGeometry<D>& geo, const float* k_scale,
+                float* const* s) {
+  constexpr std::size_t QR = 4;
+  using Acc = typename DotAcc<D>::type;
+  for (std::size_t q0 = 0; q0 < count; q0 += QR) {
+    const DotQuery* q[QR];
+    for (std::size_t i = 0; i < QR; ++i) q[i] = qs[q0 + i < count ? q0 + i : count - 1];
+    Acc acc[QR][4];
+    for (auto& per_query : acc) {
+      for (Acc& a : per_query) {
+        if constexpr (D == KvDtype::int8) {
+          a = _mm512_setzero_si512();
+        } else {
+          a = _mm512_setzero_ps();
+        }
+      }
+    }
+    for (std::size_t g = 0; g < geo.groups; ++g) {
+      const std::int32_t* row = kt + g * kDotBlock;
+      const __m512i k[4] = {_mm512_load_si512(row), _mm512_load_si512(row + 16),
+                            _mm512_load_si512(row + 32), _mm512_load_si512(row + 48)};
+#pragma GCC unroll 4
+      for (std::size_t i = 0; i < QR; ++i) {
+        const __m512i b = _mm512_set1_epi32(q[i]->groups[g]);
+#pragma GCC unroll 4
+        for (std::size_t j = 0; j < 4; ++j) {
+          if constexpr (D == KvDtype::int8) {
+            acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], k[j], b);
+          } else {
+            acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)k[j], (__m512bh)b);
+          }
+        }
+      }
+    }
+    for (std::size_t i = 0; i < QR && q0 + i < count; ++i) {
+      for (std::size_t j = 0; j < 4; ++j) {
+        __m512 sc;
+        if constexpr (D == KvDtype::int8) {
+          sc = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][j], _mm512_set1_epi32(q[i]->offset)));
+          sc = _mm512_mul_ps(_mm512_mul_ps(sc, _mm512_set1_ps(q[i]->scale)),
+                             _mm512_loadu_ps(k_scale + 16 * j));
+        } else {
+          sc = acc[i][j];
+        }
+        _mm512_store_ps(s[q0 + i] + 16 * j, mask_past(sc, n[q0 + i], 16 * j));
+      }
+    }
+  }
+}
+
+// Packs the weights p[0, 64) (≥ 0, zero past the visible rows) into row pairs for the unit;
+// returns the factor that turns the unit's sums back into Σ p · v (int8: w_max/32767, 0 when
+// all weights are 0; bf16: 1).
+template <KvDtype D>
+float pack_weights(const float* p, std::int32_t* packed) {
+  auto* halves = reinterpret_cast<__m256i*>(packed);
+  if constexpr (D == KvDtype::int8) {
+    __m512 vmax = _mm512_setzero_ps();
+    for (std::size_t t = 0; t < kDotBlock; t += 16) vmax = _mm512_max_ps(vmax, _mm512_load_ps(p + t));
+    const float w_max = _mm512_reduce_max_ps(vmax);
+    if (w_max == 0.0f) return 0.0f;
+    const __m512 inv = _mm512_set1_ps(32767.0f / w_max);
+    for (std::size_t t = 0; t < kDotBlock; t += 16) {
+      const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(p + t), inv));
+      _mm256_store_si256(halves + t / 16, _mm512_cvtsepi32_epi16(w));
+    }
+    return w_max / 32767.0f;
+  } else {
+    for (std::size_t t = 0; t < kDotBlock; t += 16) {
+      _mm256_store_si256(halves + t / 16, (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(p + t)));
+    }
+    return 1.0f;
+  }
+}
+
+// acc_q[c0·16, (c0+NV)·16) += scale_q · Σ_rp w_q[rp] · vt[rp] for Q ∈ {1, 2} queries at once
+// (one value load feeds both), over row pairs rp < n_pairs.
+template <KvDtype D, int NV, int Q>
+void dot_pv(const std::int32_t* const* w, const float* scale, float* const* acc,
+            const std::int32_t* vt, std::size_t acc_vectors, std::size_t c0,
+            std::size_t n_pairs) {
+  if constexpr (D == KvDtype::int8) {
+    __m512i sum[Q][NV];
+    for (int q = 0; q < Q; ++q) {
+      for (int v = 0; v < NV; ++v) sum[q][v] = _mm512_setzero_si512();
+    }
+    for (std::size_t rp = 0; rp < n_pairs; ++rp) {
+      const std::int32_t* col = vt + (rp * acc_vectors + c0) * 16;
+      __m512i wq[Q];
+      for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rp]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        const __m512i x = _mm512_load_si512(col + v * 16);
+        for (int q = 0; q < Q; ++q) sum[q][v] = _mm512_dpwssd_epi32(sum[q][v], wq[q], x);
+      }
+    }
+    for (int q = 0; q < Q; ++q) {
+      const __m512 sc = _mm512_set1_ps(scale[q]);
+      for (int v = 0; v < NV; ++v) {
+        float* a = acc[q] + (c0 + v) * 16;
+        _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[q][v]), sc, _mm512_load_ps(a)));
+      }
+    }
+  } else {
+    __m512 sum[Q][NV];
+    for (int q = 0; q < Q; ++q) {
+      for (int v = 0; v < NV; ++v) sum[q][v] = _mm512_load_ps(acc[q] + (c0 + v) * 16);
+    }
+    for (std::size_t rp = 0; rp < n_pairs; ++rp) {
+      const std::int32_t* col = vt + (rp * acc_vectors + c0) * 16;
+      __m512i wq[Q];
+      for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rp]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        const __m512i x = _mm512_load_si512(col + v * 16);
+        for (int q = 0; q < Q; ++q) {
+          sum[q][v] = _mm512_dpbf16_ps(sum[q][v], (__m512bh)x, (__m512bh)wq[q]);
+        }
+      }
+    }
+    for (int q = 0; q < Q; ++q) {
+      for (int v = 0; v < NV; ++v) _mm512_store_ps(acc[q] + (c0 + v) * 16, sum[q][v]);
+    }
+  }
+}
+
+// All acc_vectors of Q queries, in register groups of 8, 4, 2, 1 vectors.
+template <KvDtype D, int Q>
+void dot_pv_all(const std::int32_t* const* w, const float* scale, float* const* acc,
+                const std::int32_t* vt, std::size_t acc_vectors, std::size_t n_pairs) {
+  std::size_t c = 0;
+  for (; c + 8 <= acc_vectors; c += 8) dot_pv<D, 8, Q>(w, scale, acc, vt, acc_vectors, c, n_pairs);
+  if (c + 4 <= acc_vectors) dot_pv<D, 4, Q>(w, scale, acc, vt, acc_vectors, c, n_pairs), c += 4;
+  if (c + 2 <= acc_vectors) dot_pv<D, 2, Q>(w, scale, acc, vt, acc_vectors, c, n_pairs), c += 2;
+  if (c < acc_vectors) dot_pv<D, 1, Q>(w, scale, acc, vt, acc_vectors, c, n_pairs);
+}
+
+// Query states attend to ranges of keys of one kv head on the dot unit of D: the drivers'
+// KeyRunner for the unit (same contract as run_key_range in attention_decode.hpp: st[i].q
+// pre-scaled and zero-padded, st[i].acc in natural order; keys after st[i].last_key are not
+// read for it). One per thread: it holds that thread's tiles for up to `max_queries` queries.
+template <class A, KvDtype D>
+class DotUnitKeys {
+  static_assert(D == KvDtype::int8 || D == KvDtype::bf16, "dot units serve int8 and bf16");
+  static constexpr std::size_t kRowPairs = DotGeometry<D>::kRowPairs;
+
+ public:
+  DotUnitKeys(std::size_t head_dim, std::size_t max_queries)
+      : geo_(head_dim),
+        lanes_(geo_.acc_vectors * 16),
+        kt_(geo_.segments * 16 * kDotBlock),
+        vt_(kRowPairs * lanes_),
+        q_groups_(max_queries * geo_.segments * 16),
+        weights_(max_queries * kRowPairs),
+        acc_(max_queries * lanes_),
+        s_(max_queries * kDotBlock),
+        p_(max_queries * kDotBlock),
+        floats_(2 * kDotBlock + max_queries),
+        queries_(max_queries),
+        live_q_(max_queries),
+        live_(max_queries),
+        n_(max_queries),
+        s_rows_(max_queries),
+        acc_rows_(max_queries),
+        w_rows_(max_queries) {}
+
+  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+           std::size_t count, std::size_t /*nv*/, bool /*direct*/,
+           const DecodeScratch<A>& /*unused*/) {
+    DotQuery* queries = queries_.get();
+    float* k_scale_pad = floats_.get();
+    float* v_scale_pad = k_scale_pad + kDotBlock;
+    float* w_scale = v_scale_pad + kDotBlock;
+
+    // Queries into the unit's format; accumulators into tile order.
+    for (std::size_t i = 0; i < count; ++i) {
+      queries[i].groups = q_groups_.get() + i * geo_.segments * 16;
+      pack_query<D>(st[i].q, geo_, queries[i]);
+      float* a = acc_.get() + i * lanes_;
+      for (std::size_t v = 0; v < geo_.acc_vectors; ++v) {
+        for (std::size_t lane = 0; lane < 16; ++lane) {
+          const std::size_t j = geo_.natural(v, lane);
+          a[v * 16 + lane] = j < geo_.d ? st[i].acc[j] : 0.0f;
+        }
+      }
+    }
+
+    for (std::size_t b0 = t0; b0 < t1; b0 += kDotBlock) {
+      const std::size_t nb = t1 - b0 < kDotBlock ? t1 - b0 : kDotBlock;
+      std::size_t n_live = 0, n_max = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (st[i].last_key < b0) continue;  // whole block after this query: masked
+        const std::size_t rows = st[i].last_key - b0 + 1 < nb ? st[i].last_key - b0 + 1 : nb;
+        live_.get()[n_live] = i;
+        n_.get()[n_live] = rows;
+        live_q_.get()[n_live] = &queries[i];
+        s_rows_.get()[n_live] = s_.get() + n_live * kDotBlock;
+        acc_rows_.get()[n_live] = acc_.get() + i * lanes_;
+        ++n_live;
+        n_max = rows > n_max ? rows : n_max;
+      }
+      if (n_live == 0) continue;
+      const std::size_t n_next = t1 - (b0 + nb) < kDotBlock ? t1 - (b0 + nb) : kDotBlock;
+      const float* k_scale = nullptr;
+      const float* v_scale = nullptr;
+      if constexpr (D == KvDtype::int8) {
+        copy_scales<A>(kv.k_scale + kvh * kv.capacity + b0, nb, kDotBlock, k_scale_pad);
+        copy_scales<A>(kv.v_scale + kvh * kv.capacity + b0, nb, kDotBlock, v_scale_pad);
+        k_scale = k_scale_pad;
+        v_scale = v_scale_pad;
+      }
+      // Only the n_max rows some query sees are read; key vectors past them hold stale
+      // lanes that dot_scores masks to −inf (a select, so even NaN patterns drop out).
+      transpose_keys<D>(kv.k_row(kvh, b0), n_max, geo_, kt_.get(), kv.k_row(kvh, b0 + nb),
+                        n_next);
+      interleave_values<D>(kv.v_row(kvh, b0), n_max, n_max, geo_, vt_.get(),
+                           kv.v_row(kvh, b0 + nb), n_next);
+      dot_scores<D>(live_q_.get(), n_.get(), n_live, kt_.get(), geo_, k_scale, s_rows_.get());
+
+      // Online softmax in f32 per query; the unit's accumulators are rescaled here (the
+      // shared update rescales natural-order accumulators, so it is given none).
+      for (std::size_t li = 0; li < n_live; ++li) {
+        QueryState& q = st[live_.get()[li]];
+        const float m_old = q.m;
+        float* pi = p_.get() + li * kDotBlock;
+        softmax_update<A>(q, s_rows_.get()[li], n_.get()[li], v_scale, 0, pi);
+        const float correction = std::exp(m_old - q.m);  // 0 on the first block
+        if (correction != 1.0f) {
+          float* a = acc_rows_.get()[li];
+          const __m512 c = _mm512_set1_ps(correction);
+          for (std::size_t x = 0; x < lanes_; x += 16) {
+            _mm512_store_ps(a + x, _mm512_mul_ps(_mm512_load_ps(a + x), c));
+          }
+        }
+        for (std::size_t t = (n_.get()[li] + 15) / 16 * 16; t < kDotBlock; ++t) pi[t] = 0.0f;
+        std::int32_t* wi = weights_.get() + li * kRowPairs;
+        w_scale[li] = pack_weights<D>(pi, wi);
+        w_rows_.get()[li] = wi;
+      }
+      const std::size_t n_pairs = (n_max + 1) / 2;
+      std::size_t li = 0;
+      for (; li + 2 <= n_live; li += 2) {
+        dot_pv_all<D, 2>(w_rows_.get() + li, w_scale + li, acc_rows_.get() + li, vt_.get(),
+                         geo_.acc_vectors, n_pairs);
+      }
+      if (li < n_live) {
+        dot_pv_all<D, 1>(w_rows_.get() + li, w_scale + li, acc_rows_.get() + li, vt_.get(),
+                         geo_.acc_vectors, n_pairs);
+      }
+    }
+
+    // Accumulators back to natural order.
+    for (std::size_t i = 0; i < count; ++i) {
+      const float* a = acc_.get() + i * lanes_;
+      for (std::size_t v = 0; v < geo_.acc_vectors; ++v) {
+        for (std::size_t lane = 0; lane < 16; ++lane) {
+          const std::size_t j = geo_.natural(v, lane);
+          if (j < geo_.d) st[i].acc[j] = a[v * 16 + lane];
+        }
+      }
+    }
+  }
+
+ private:
+  DotGeometry<D> geo_;
+  std::size_t lanes_;  // accumulator lanes per query (head_dim padded to whole segments)
+  Scratch<A, std::int32_t> kt_, vt_, q_groups_, weights_;
+  Scratch<A> acc_, s_, p_, floats_;
+  Scratch<A, DotQuery> queries_;
+  Scratch<A, const DotQuery*> live_q_;
+  Scratch<A, std::size_t> live_, n_;
+  Scratch<A, float*> s_rows_, acc_rows_;
+  Scratch<A, const std::int32_t*> w_rows_;
+};
+
+// The drivers' key runners for the two dot units.
+template <class A>
+struct KeyRunner<A, KvDtype::int8, ComputeUnit::vnni_int8> : DotUnitKeys<A, KvDtype::int8> {
+  using DotUnitKeys<A, KvDtype::int8>::DotUnitKeys;
+};
+template <class A>
+struct KeyRunner<A, KvDtype::bf16, ComputeUnit::avx512_bf16> : DotUnitKeys<A, KvDtype::bf16> {
+  using DotUnitKeys<A, KvDtype::bf16>::DotUnitKeys;
+};
+
+}  // namespace kvscope::simd

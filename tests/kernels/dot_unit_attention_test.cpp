@@ -1,0 +1,301 @@
+// The dot-product units (AVX-512 VNNI for int8 caches, AVX512-BF16 for bf16 caches), called
+// directly, against the scalar reference, for decode and prefill, MHA/GQA/MQA, head sizes
+// with tails, uniform and outlier data, and 1–3 threads bitwise equal. Two checks:
+//
+// 1. The kernel computes what it claims. A unit rounds the query (int8 against its absmax, or
+//    bf16) and the softmax weights; the reference is given the same rounded query, so the two
+//    differ by the weights' rounding alone: |δw_t| ≤ 2^-9 w_t (bf16), so |δout| ≤ 2^-9 max|v|;
+//    int16 weights against each block's largest, |δw_t| ≤ w_max,b / 65534, summed over 64
+//    rows of |v8| ≤ 127 per block and Σ_b w_max,b ≤ l · max v_scale, so
+//    |δout| ≤ 64 / 65534 · max|v| < 2^-9 max|v|. A dropped key, a wrong scale, lane or
+//    rescale breaks this at once (at short contexts by far).
+// 2. Accuracy as users see it: against the true (f32) attention, the RMS error over all the
+//    problems stays within 2× of the cache format's own (the exact path on the same cache).
+//    The query's rounding is one more rounding of the format's size, so it measures 1.0–1.4×;
+//    a single problem's largest error can be several times its format error (one peaked
+//    softmax resting on a few roundings), which is why the budget is held over many.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <random>
+#include <type_traits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/kv_cache.hpp"
+#include "kernels/number_formats.hpp"
+#include "kernels/units/compute_unit.hpp"
+#include "kernels/units/cpu_features.hpp"
+#include "tests/kernels/attention_test_util.hpp"
+
+namespace kvscope::test {
+namespace {
+
+KvDtype dtype_of(ComputeUnit unit) {
+  return unit == ComputeUnit::vnni_int8 ? KvDtype::int8 : KvDtype::bf16;
+}
+
+std::string feature_of(ComputeUnit unit) {
+  return unit == ComputeUnit::vnni_int8 ? "avx512_vnni" : "avx512_bf16";
+}
+
+struct Case {
+  std::size_t head_dim, first_pos, n_queries;
+};
+
+// Data that uniform noise misses: key and value rows whose magnitudes differ from token to
+// token (a factor e^N(0,1), so int8 row scales differ), two outlier channels 8× the rest, and
+// queries with a mean of +0.5 (so Σ q8 is large and a wrong unsigned-key bias shows).
+struct OutlierProblem {
+  std::size_t n_heads, n_kv_heads, head_dim, first_pos, n_queries;
+  std::vector<float> q, k, v;
+  KvCache cache;
+
+  OutlierProblem(std::size_t n_heads_, std::size_t n_kv_heads_, std::size_t head_dim_,
+                 std::size_t first_pos_, std::size_t n_queries_, KvDtype dtype, unsigned seed)
+      : n_heads(n_heads_),
+        n_kv_heads(n_kv_heads_),
+        head_dim(head_dim_),
+        first_pos(first_pos_),
+        n_queries(n_queries_),
+        cache(n_kv_heads_, head_dim_, first_pos_ + n_queries_, dtype) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const std::size_t tokens = first_pos + n_queries, d = head_dim;
+    q.resize(n_queries * n_heads * d);
+    k.resize(tokens * n_kv_heads * d);
+    v.resize(k.size());
+    for (float& x : q) x = 0.5f + unit(rng);
+    for (std::size_t row = 0; row < tokens * n_kv_heads; ++row) {
+      const float kf = std::exp(normal(rng)), vf = std::exp(normal(rng));
+      for (std::size_t j = 0; j < d; ++j) {
+        const float outlier = j == 1 || j == d / 2 ? 8.0f : 1.0f;
+        k[row * d + j] = kf * outlier * unit(rng) / 4.0f;
+        v[row * d + j] = vf * outlier * unit(rng);
+      }
+    }
+    cache.append(k.data(), v.data(), tokens);
+  }
+
+  AttentionProblem problem(float* out) const {
+    return {.q = q.data(),
+            .n_queries = n_queries,
+            .first_pos = first_pos,
+            .n_heads = n_heads,
+            .kv = cache.view(),
+            .out = out};
+  }
+  std::size_t out_size() const { return n_queries * n_heads * head_dim; }
+};
+
+std::vector<Case> cases(std::initializer_list<std::size_t> head_dims) {
+  std::vector<Case> out;
+  for (std::size_t d : head_dims) {
+    for (std::size_t tokens : {1, 17, 129}) out.push_back({d, tokens - 1, 1});
+    out.push_back({d, 0, 17});  // prefill from an empty cache
+    out.push_back({d, 5, 70});  // prefill after 5 tokens, across key blocks
+  }
+  out.push_back({128, 1999, 1});  // long decode: split over chunks and merged
+  out.push_back({72, 2999, 1});
+  return out;
+}
+
+// q rounded as the unit rounds it (after the 1/√d scale, as the kernels fold it), then
+// scaled back by √d so that the reference's own 1/√d lands on the rounded values.
+void round_query_as_unit(ComputeUnit unit, std::vector<float>& q, std::size_t head_dim) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float unscale = std::sqrt(static_cast<float>(head_dim));
+  for (std::size_t h0 = 0; h0 < q.size(); h0 += head_dim) {
+    std::vector<float> scaled(head_dim);
+    float amax = 0.0f;
+    for (std::size_t j = 0; j < head_dim; ++j) {
+      scaled[j] = q[h0 + j] * scale;
+      amax = std::max(amax, std::fabs(scaled[j]));
+    }
+    for (std::size_t j = 0; j < head_dim; ++j) {
+      const float rounded =
+          unit == ComputeUnit::vnni_int8
+              ? (amax == 0.0f ? 0.0f : std::nearbyint(scaled[j] * (127.0f / amax)) * (amax / 127.0f))
+              : bf16_bits_to_f32(f32_to_bf16_bits(scaled[j]));
+      q[h0 + j] = rounded * unscale;
+    }
+  }
+}
+
+using Param = std::tuple<ComputeUnit, std::size_t>;  // unit, query heads per kv head
+
+class DotUnitAttention : public ::testing::TestWithParam<Param> {};
+
+template <class Problem>
+void check_unit(ComputeUnit unit, std::size_t group, const std::vector<Case>& cases) {
+  const KvDtype dtype = dtype_of(unit);
+  const std::size_t n_kv = group == 32 ? 1 : 2;
+  const std::size_t n_heads = n_kv * group;
+  unsigned seed = 100;
+  double worst_ratio = 0.0, worst_kernel = 0.0, fast_squares = 0.0, format_squares = 0.0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", first_pos " +
+                 std::to_string(c.first_pos) + ", n_queries " + std::to_string(c.n_queries));
+    const Problem truth(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, KvDtype::f32, seed);
+    const Problem rp(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed);
+    Problem rounded_q(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed++);
+    round_query_as_unit(unit, rounded_q.q, c.head_dim);
+    std::vector<float> want(rp.out_size()), exact(rp.out_size()), fast(rp.out_size()),
+        fast2(rp.out_size(), -1.0f), fast3(rp.out_size(), -2.0f), same_q(rp.out_size());
+    attend_ref(truth.problem(want.data()), 2);
+    attend_ref(rp.problem(exact.data()), 2);
+    attend_ref(rounded_q.problem(same_q.data()), 2);
+    simd::attend_dot_unit(rp.problem(fast.data()), unit, 1);
+    simd::attend_dot_unit(rp.problem(fast2.data()), unit, 2);
+    simd::attend_dot_unit(rp.problem(fast3.data()), unit, 3);
+    float max_v = 0.0f;  // largest stored value, as the reference reads it
+    for (float x : rp.v) max_v = std::max(max_v, std::fabs(x));
+    const double kernel_error = max_abs_diff(fast, same_q);
+    EXPECT_LE(kernel_error, 0x1p-9 * max_v + 1e-6 * max_abs(want));
+    worst_kernel = std::max(worst_kernel, kernel_error / max_v);
+    const double format_error = max_abs_diff(exact, want);
+    const double fast_error = max_abs_diff(fast, want);
+    worst_ratio = std::max(worst_ratio, fast_error / format_error);
+    const double scale = 1.0 / max_abs(want);  // each problem weighs alike
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      fast_squares += (fast[i] - want[i]) * scale * (fast[i] - want[i]) * scale;
+      format_squares += (exact[i] - want[i]) * scale * (exact[i] - want[i]) * scale;
+    }
+    EXPECT_EQ(0, std::memcmp(fast.data(), fast2.data(), fast.size() * sizeof(float)))
+        << "1 vs 2 threads differ by " << max_abs_diff(fast, fast2);
+    EXPECT_EQ(0, std::memcmp(fast.data(), fast3.data(), fast.size() * sizeof(float)))
+        << "1 vs 3 threads differ by " << max_abs_diff(fast, fast3);
+  }
+  const double rms_ratio = std::sqrt(fast_squares / format_squares);
+  EXPECT_LE(rms_ratio, 2.0);
+  std::printf(
+      "%s group %zu, %s data: kernel vs same-rounding reference %.2g max|v|; fast / format "
+      "error: RMS %.3g, worst single problem %.3g\n",
+      std::string(to_string(unit)).c_str(), group,
+      std::is_same_v<Problem, RandomProblem> ? "uniform" : "outlier", worst_kernel, rms_ratio,
+      worst_ratio);
+}
+
+TEST_P(DotUnitAttention, WithinTwiceTheFormatErrorOfTheExactPath) {
+  const auto [unit, group] = GetParam();
+  if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
+  check_unit<RandomProblem>(unit, group, cases({24, 40, 80, 128, 136, 256}));
+  check_unit<OutlierProblem>(unit, group, cases({40, 128}));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    UnitsAndGroups, DotUnitAttention,
+    ::testing::Combine(::testing::Values(ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16),
+                       ::testing::Values(std::size_t{1}, std::size_t{8}, std::size_t{32})),
+    [](const ::testing::TestParamInfo<Param>& info) {
+      std::string name(to_string(std::get<0>(info.param)));
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name + "_group" + std::to_string(std::get<1>(info.param));
+    });
+
+// attend() in fast mode runs the unit attention_compute_unit() names, and exact mode the
+// widening kernel, bit for bit.
+TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
+  if (!cpu_supports(Isa::avx512)) GTEST_SKIP() << "CPU lacks AVX-512";
+  for (KvDtype dtype : {KvDtype::int8, KvDtype::bf16, KvDtype::f32}) {
+    SCOPED_TRACE(std::string(to_string(dtype)));
+    const RandomProblem rp(8, 2, 64, 300, 1, dtype, 9);
+    std::vector<float> via_attend(rp.out_size()), direct(rp.out_size()), exact(rp.out_size()),
+        widening(rp.out_size());
+    attend(rp.problem(via_attend.data()), Isa::avx512, 2, ComputeMode::fast);
+    const ComputeUnit unit = attention_compute_unit(dtype, Isa::avx512, ComputeMode::fast);
+    if (unit == ComputeUnit::fp32_fma) {
+      run_isa(Isa::avx512, rp.problem(direct.data()), 2);
+    } else {
+      EXPECT_EQ(dtype, dtype_of(unit));
+      simd::attend_dot_unit(rp.problem(direct.data()), unit, 2);
+    }
+    EXPECT_EQ(0, std::memcmp(via_attend.data(), direct.data(), direct.size() * sizeof(float)));
+    attend(rp.problem(exact.data()), Isa::avx512, 2, ComputeMode::exact);
+    run_isa(Isa::avx512, rp.problem(widening.data()), 2);
+    EXPECT_EQ(0, std::memcmp(exact.data(), widening.data(), exact.size() * sizeof(float)));
+  }
+  EXPECT_EQ(ComputeUnit::fp32_fma,
+            attention_compute_unit(KvDtype::int8, Isa::avx2, ComputeMode::fast));
+  EXPECT_EQ(ComputeUnit::fp32_fma,
+            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::exact));
+  EXPECT_EQ(cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma,
+            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast));
+}
+
+TEST(ComputeMode, ParsesAndNamesModes) {
+  EXPECT_EQ(ComputeMode::exact, parse_compute_mode("exact"));
+  EXPECT_EQ(ComputeMode::fast, parse_compute_mode("fast"));
+  EXPECT_EQ("fast", to_string(ComputeMode::fast));
+  try {
+    parse_compute_mode("quick");
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'quick'"), std::string::npos) << e.what();
+  }
+}
+
+// CPUID agrees with the kernel's view of the CPU (/proc/cpuinfo flags).
+TEST(CpuFeatures, AgreeWithProcCpuinfo) {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string flags;
+  char line[8192];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "flags", 5) == 0) {
+      flags = std::string(line) + " ";
+      break;
+    }
+  }
+  std::fclose(f);
+  const auto has = [&](const char* name) {
+    return flags.find(" " + std::string(name) + " ") != std::string::npos ||
+           flags.find(" " + std::string(name) + "\n") != std::string::npos;
+  };
+  const CpuFeatures& cpu = cpu_features();
+  EXPECT_EQ(has("avx512_vnni"), cpu.avx512_vnni);
+  EXPECT_EQ(has("avx512_bf16"), cpu.avx512_bf16);
+  EXPECT_EQ(has("avx_vnni"), cpu.avx_vnni);
+  EXPECT_EQ(has("avx512_fp16"), cpu.avx512_fp16);
+  if (!has("amx_tile")) {
+    EXPECT_FALSE(cpu.amx_bf16 || cpu.amx_int8);
+  } else {
+    EXPECT_EQ(has("amx_bf16") && cpu.amx_granted, cpu.amx_bf16) << cpu.amx_note;
+  }
+  EXPECT_FALSE(describe(cpu).empty());
+}
+
+// Each probe does the work it counts: twice the iterations take clearly longer.
+TEST(DotBurn, CountsWorkDoneAndRefusesMissingUnits) {
+  for (ComputeUnit unit : {ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16}) {
+    SCOPED_TRACE(std::string(to_string(unit)));
+    if (!cpu_has(unit)) {
+      EXPECT_THROW(dot_burn(unit, 10, 1), std::invalid_argument);
+      continue;
+    }
+    const double per_iteration = unit == ComputeUnit::vnni_int8 ? 2.0 * 64 * 16 : 2.0 * 32 * 16;
+    EXPECT_DOUBLE_EQ(per_iteration * 1000 * 2, dot_burn(unit, 1000, 2));
+    const auto seconds = [&](std::size_t n) {
+      double best = 1e30;
+      for (int i = 0; i < 3; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        dot_burn(unit, n, 1);
+        best = std::min(best,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return best;
+    };
+    // The chains cannot be folded away: 8× the iterations cost at least 3× the time.
+    EXPECT_GT(seconds(800000), 3.0 * seconds(100000));
+  }
+}
+
+}  // namespace
+}  // namespace kvscope::test
