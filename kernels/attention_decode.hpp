@@ -160,8 +160,8 @@ void attend_decode(const AttentionProblem& p, int threads) {
   // anyway: f32 (nothing to widen), or one score micro-tile of queries (g ≤ QM). Otherwise
   // widen each block once into f32 tiles shared by the g query heads.
   // (The dot units keep their own tiles.)
-  const bool direct = U != ComputeUnit::fp32_fma ||
-                      (d % W == 0 && (D == KvDtype::f32 || g <= MultiTile<A>::QM));
+  const bool direct =
+      U != ComputeUnit::fp32_fma || (d % W == 0 && (D == KvDtype::f32 || g <= MultiTile<A>::QM));
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads, threads);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads * chunks;

@@ -23,10 +23,10 @@ void attend_decode(const AttentionProblem& p, int threads);
 template <class A, KvDtype D, ComputeUnit U>
 void attend_prefill(const AttentionProblem& p, int threads);
 
-#define KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, ARCH, DTYPE, UNIT)                                  \
-  PREFIX template void attend_decode<ARCH, KvDtype::DTYPE, ComputeUnit::UNIT>(                   \
-      const AttentionProblem&, int);                                                             \
-  PREFIX template void attend_prefill<ARCH, KvDtype::DTYPE, ComputeUnit::UNIT>(                  \
+#define KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, ARCH, DTYPE, UNIT)                 \
+  PREFIX template void attend_decode<ARCH, KvDtype::DTYPE, ComputeUnit::UNIT>(  \
+      const AttentionProblem&, int);                                            \
+  PREFIX template void attend_prefill<ARCH, KvDtype::DTYPE, ComputeUnit::UNIT>( \
       const AttentionProblem&, int);
 #define KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, DTYPE) \
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, ARCH, DTYPE, fp32_fma)
@@ -36,7 +36,7 @@ void attend_prefill(const AttentionProblem& p, int threads);
   KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, bf16)            \
   KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, int8)
 // The dot units: int8 on VNNI, bf16 on AVX512-BF16 (kernels/arch/avx512_dot.cpp).
-#define KVSCOPE_DOT_UNIT_KERNELS(PREFIX)                              \
+#define KVSCOPE_DOT_UNIT_KERNELS(PREFIX)                            \
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, int8, vnni_int8) \
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, bf16, avx512_bf16)
 

@@ -4,8 +4,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "engine/measure/decode_timing.hpp"
 #include "engine/kv_footprint.hpp"
+#include "engine/measure/decode_timing.hpp"
 #include "engine/memory.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"

@@ -3,15 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 
-#include "engine/memory.hpp"
 #include "engine/measure/report.hpp"
+#include "engine/memory.hpp"
 #include "kernels/units/cpu_features.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"

@@ -108,8 +108,9 @@ void run(const RunOptions& o) {
   std::cout << "wrote " << o.output << " [" << n << " × " << hidden << "]: layer " << o.layer
             << ", " << prefill << " rows prefilled, " << n - prefill << " decoded, isa "
             << to_string(isa) << ", kv " << to_string(kv_dtype) << ", attention on "
-            << to_string(attention_compute_unit(kv_dtype, isa, compute)) << ", " << o.threads
-            << " threads\n";
+            << to_string(attention_compute_unit(kv_dtype, isa, compute,
+                                                config.n_heads() / config.n_kv_heads()))
+            << " in decode, " << o.threads << " threads\n";
 }
 
 }  // namespace

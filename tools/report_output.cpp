@@ -116,8 +116,9 @@ std::string report_table(const std::vector<ReportRow>& rows) {
   char line[400];
   std::snprintf(line, sizeof line,
                 "%-7s %4s %-5s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n",
-                "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step", "step median (min-max)",
-                "tokens/s", "GB/s", "read GB/s", "of bw", "light", "of SoL", "layer t/s");
+                "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step",
+                "step median (min-max)", "tokens/s", "GB/s", "read GB/s", "of bw", "light",
+                "of SoL", "layer t/s");
   out += line;
   for (const ReportRow& r : rows) {
     const std::string range = format_seconds(r.attn_seconds_median) + " (" +
@@ -131,9 +132,9 @@ std::string report_table(const std::vector<ReportRow>& rows) {
         "%10s\n",
         r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
         std::string(to_string(r.kv_dtype)).c_str(), std::string(to_string(r.compute_unit)).c_str(),
-        static_cast<long long>(r.tokens),
-        mb(r.cache_bytes).c_str(), mb(r.bytes_read_per_step).c_str(), range.c_str(),
-        r.attn_tokens_per_s, r.attn_gbps, r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
+        static_cast<long long>(r.tokens), mb(r.cache_bytes).c_str(),
+        mb(r.bytes_read_per_step).c_str(), range.c_str(), r.attn_tokens_per_s, r.attn_gbps,
+        r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
         format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light,
         layer);
     out += line;

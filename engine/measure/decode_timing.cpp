@@ -86,7 +86,8 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
                                         .tokens = r.tokens,
                                         .dtype = r.kv_dtype})
                               .total_bytes;
-  t.unit = attention_compute_unit(r.kv_dtype, r.isa, r.compute);
+  t.unit = attention_compute_unit(r.kv_dtype, r.isa, r.compute,
+                                  static_cast<std::size_t>(r.n_heads / r.n_kv_heads));
   t.tokens_per_s = 1.0 / t.median_s;
   t.gbps = static_cast<double>(t.bytes_read_per_step) / t.median_s / 1e9;
   return t;

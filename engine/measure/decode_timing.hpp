@@ -29,9 +29,9 @@ struct DecodeTimingRequest {
 struct DecodeTiming {
   std::vector<double> step_seconds;  // every timed step, in order
   double median_s = 0, min_s = 0, max_s = 0;
-  std::uint64_t bytes_read_per_step = 0;  // K, V (and int8 scales) of every cached token
-  double tokens_per_s = 0;                // 1 / median
-  double gbps = 0;                        // bytes_read_per_step / median / 1e9
+  std::uint64_t bytes_read_per_step = 0;     // K, V (and int8 scales) of every cached token
+  double tokens_per_s = 0;                   // 1 / median
+  double gbps = 0;                           // bytes_read_per_step / median / 1e9
   ComputeUnit unit = ComputeUnit::fp32_fma;  // the unit the kernel ran on
 };
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/measure/decode_timing.hpp"
 #include "engine/decoder_layer.hpp"
 #include "engine/kv_footprint.hpp"
+#include "engine/measure/decode_timing.hpp"
 
 namespace kvscope {
 

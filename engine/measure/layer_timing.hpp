@@ -3,9 +3,9 @@
 #include <cstdint>
 
 #include "engine/layer_config.hpp"
-#include "kernels/units/compute_unit.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
+#include "kernels/units/compute_unit.hpp"
 
 namespace kvscope {
 

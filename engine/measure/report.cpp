@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <map>
-#include <string>
 #include <stdexcept>
+#include <string>
 
 #include "engine/checked_math.hpp"
-#include "engine/measure/decode_timing.hpp"
 #include "engine/kv_footprint.hpp"
 #include "engine/layer_config.hpp"
+#include "engine/measure/decode_timing.hpp"
 #include "engine/measure/layer_timing.hpp"
 #include "engine/measure/machine_limits.hpp"
 #include "engine/memory.hpp"

@@ -29,9 +29,8 @@ double ops_per_second(Burn burn) {
 // clearly (1.2×) to be chosen.
 bool bf16_dot_outruns_fma() {
   static const bool faster = [] {
-    const double dot = ops_per_second([](std::size_t n) {
-      return dot_burn(ComputeUnit::avx512_bf16, n, 1);
-    });
+    const double dot =
+        ops_per_second([](std::size_t n) { return dot_burn(ComputeUnit::avx512_bf16, n, 1); });
     const double fma = ops_per_second([](std::size_t n) { return fma_burn(n, Isa::avx512, 1); });
     return dot > 1.2 * fma;
   }();
@@ -40,7 +39,9 @@ bool bf16_dot_outruns_fma() {
 
 }  // namespace
 
-std::string_view to_string(ComputeMode mode) { return mode == ComputeMode::fast ? "fast" : "exact"; }
+std::string_view to_string(ComputeMode mode) {
+  return mode == ComputeMode::fast ? "fast" : "exact";
+}
 
 std::string_view to_string(ComputeUnit unit) {
   switch (unit) {
@@ -74,8 +75,10 @@ bool cpu_has(ComputeUnit unit) {
   return false;
 }
 
-ComputeUnit attention_compute_unit(KvDtype dtype, Isa isa, ComputeMode mode) {
-  if (mode == ComputeMode::exact || isa != Isa::avx512) return ComputeUnit::fp32_fma;
+ComputeUnit attention_compute_unit(KvDtype dtype, Isa isa, ComputeMode mode, std::size_t sharing) {
+  if (mode == ComputeMode::exact || isa != Isa::avx512 || sharing < kDotUnitMinSharing) {
+    return ComputeUnit::fp32_fma;
+  }
   if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8)) return ComputeUnit::vnni_int8;
   if (dtype == KvDtype::bf16 && cpu_has(ComputeUnit::avx512_bf16) && bf16_dot_outruns_fma()) {
     return ComputeUnit::avx512_bf16;

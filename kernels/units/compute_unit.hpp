@@ -24,10 +24,17 @@ std::string_view to_string(ComputeUnit unit);  // "fp32-fma", "vnni-int8", "avx5
 // Parses "exact" or "fast"; throws std::invalid_argument naming the value.
 ComputeMode parse_compute_mode(std::string_view name);
 
-// The unit attend() uses for a cache of `dtype` on `isa` in `mode` on this CPU. bf16 dot
-// products are used only where a one-time probe measures them faster than f32 FMAs (on some
-// Intel cores vdpbf16ps runs at half the FMA rate).
-ComputeUnit attention_compute_unit(KvDtype dtype, Isa isa, ComputeMode mode);
+// Query vectors that must share each key block for a dot unit to pay: its kernels transpose
+// and interleave every block once for all of them. Measured on AMD Zen 5 (1 thread, 32,768
+// tokens, d_head 128), against the widening kernel: 1 query (MHA decode) runs 1.8× slower,
+// 4 (GQA-8) about even, 8 and 32 (GQA-4, MQA) 1.4–2× faster.
+inline constexpr std::size_t kDotUnitMinSharing = 4;
+
+// The unit attend() uses for a cache of `dtype` on `isa` in `mode` on this CPU, when
+// `sharing` query vectors read each key block (decode: heads per kv head; prefill: that
+// times the query rows). bf16 dot products are used only where a one-time probe measures
+// them faster than f32 FMAs (on some Intel cores vdpbf16ps runs at half the FMA rate).
+ComputeUnit attention_compute_unit(KvDtype dtype, Isa isa, ComputeMode mode, std::size_t sharing);
 
 // Runs `iterations` rounds of independent dot-product chains of `unit` on each of `threads`
 // threads; returns the operations done, 2 per multiply-add (as fma_burn counts FLOPs).

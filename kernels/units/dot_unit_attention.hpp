@@ -108,8 +108,8 @@ inline void transpose16x16_epi32(__m512i r[16]) {
 // int8: bytes offset by 128 (xor 0x80), the unsigned operand of vpdpbusd. Prefetches the
 // next block's rows (n_next of them) as it goes.
 template <KvDtype D>
-void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& geo,
-                    std::int32_t* kt, const std::byte* k_next, std::size_t n_next) {
+void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& geo, std::int32_t* kt,
+                    const std::byte* k_next, std::size_t n_next) {
   const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
   for (std::size_t t0 = 0; t0 < nb; t0 += 16) {
     for (std::size_t r = t0; r < t0 + 16 && r < n_next; ++r) {
@@ -200,12 +200,17 @@ void pack_query(const float* q, const DotGeometry<D>& geo, DotQuery& out) {
   }
 }
 
+// Lanes [0, n − first) of a 16-key vector starting at key `first`.
+inline __mmask16 lanes_below(std::size_t n, std::size_t first) {
+  return n >= first + 16 ? __mmask16(0xffff)
+         : n > first     ? __mmask16((1u << (n - first)) - 1)
+                         : __mmask16(0);
+}
+
 // −inf in lanes [n − first, 16) of a 16-key vector starting at key `first`.
 inline __m512 mask_past(__m512 s, std::size_t n, std::size_t first) {
-  const __mmask16 keep = n >= first + 16 ? __mmask16(0xffff)
-                         : n > first     ? __mmask16((1u << (n - first)) - 1)
-                                         : __mmask16(0);
-  return _mm512_mask_blend_ps(keep, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), s);
+  return _mm512_mask_blend_ps(lanes_below(n, first),
+                              _mm512_set1_ps(-std::numeric_limits<float>::infinity()), s);
 }
 
 // The unit's accumulator register: int32 lanes for VNNI, f32 for bf16.
@@ -272,27 +277,68 @@ void dot_scores(const DotQuery* const* qs, const std::size_t* n, std::size_t cou
   }
 }
 
-// Packs the weights p[0, 64) (≥ 0, zero past the visible rows) into row pairs for the unit;
-// returns the factor that turns the unit's sums back into Σ p · v (int8: w_max/32767, 0 when
-// all weights are 0; bf16: 1).
+// e^x for x ≤ 0 (lanes outside `keep` give exactly 0): 2^(x · log2 e) = 2^n · 2^f with
+// f ∈ [−½, ½], 2^f by the Cephes exp2f polynomial (relative error ~2e-7), 2^n by vscalefps.
+// Half the instructions of xsimd::exp, which also guards overflow that x ≤ 0 cannot reach.
+inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
+  const __m512 t = _mm512_mul_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)),
+                                 _mm512_set1_ps(1.44269504088896341f));
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
+}
+
+// Online softmax of one query over one block (Milakov & Gimelshein 2018), fused with packing
+// its weights for the unit: with s[0, 64) the block's scores (−inf past its n rows),
+// m ← max(m, max s), l ← l·e^(m_old − m) + Σ e^(s − m), acc[0, lanes) ← acc·e^(m_old − m)
+// when the max grows; the weights w = e^(s − m) (× v_scale for int8) go to `packed` as row
+// pairs: int8 as int16 against the block's largest weight, bf16 rounded. Returns the factor
+// that turns the unit's sums back into Σ w · v (int8: w_max / 32767, 0 when every weight is 0;
+// bf16: 1).
 template <KvDtype D>
-float pack_weights(const float* p, std::int32_t* packed) {
+float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_scale, float* acc,
+                   std::size_t lanes, std::int32_t* packed) {
+  __m512 x[4];
+  for (int k = 0; k < 4; ++k) x[k] = _mm512_load_ps(s + 16 * k);
+  const float block_max =
+      _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3])));
+  if (block_max > q.m) {
+    const float correction = std::exp(q.m - block_max);  // 0 on the first block
+    const __m512 c = _mm512_set1_ps(correction);
+    for (std::size_t i = 0; i < lanes; i += 16) {
+      _mm512_store_ps(acc + i, _mm512_mul_ps(_mm512_load_ps(acc + i), c));
+    }
+    q.l *= correction;
+    q.m = block_max;
+  }
+  const __m512 m = _mm512_set1_ps(q.m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int k = 0; k < 4; ++k) {
+    x[k] = exp_nonpositive(_mm512_sub_ps(x[k], m), lanes_below(n, 16 * k));
+    sum = _mm512_add_ps(sum, x[k]);
+  }
+  q.l += _mm512_reduce_add_ps(sum);
   auto* halves = reinterpret_cast<__m256i*>(packed);
   if constexpr (D == KvDtype::int8) {
-    __m512 vmax = _mm512_setzero_ps();
-    for (std::size_t t = 0; t < kDotBlock; t += 16) vmax = _mm512_max_ps(vmax, _mm512_load_ps(p + t));
-    const float w_max = _mm512_reduce_max_ps(vmax);
+    for (int k = 0; k < 4; ++k) x[k] = _mm512_mul_ps(x[k], _mm512_loadu_ps(v_scale + 16 * k));
+    const float w_max =
+        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3])));
     if (w_max == 0.0f) return 0.0f;
     const __m512 inv = _mm512_set1_ps(32767.0f / w_max);
-    for (std::size_t t = 0; t < kDotBlock; t += 16) {
-      const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(p + t), inv));
-      _mm256_store_si256(halves + t / 16, _mm512_cvtsepi32_epi16(w));
+    for (int k = 0; k < 4; ++k) {
+      const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(x[k], inv));
+      _mm256_store_si256(halves + k, _mm512_cvtsepi32_epi16(w));
     }
     return w_max / 32767.0f;
   } else {
-    for (std::size_t t = 0; t < kDotBlock; t += 16) {
-      _mm256_store_si256(halves + t / 16, (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(p + t)));
-    }
+    for (int k = 0; k < 4; ++k) _mm256_store_si256(halves + k, (__m256i)_mm512_cvtneps_pbh(x[k]));
     return 1.0f;
   }
 }
@@ -301,8 +347,7 @@ float pack_weights(const float* p, std::int32_t* packed) {
 // (one value load feeds both), over row pairs rp < n_pairs.
 template <KvDtype D, int NV, int Q>
 void dot_pv(const std::int32_t* const* w, const float* scale, float* const* acc,
-            const std::int32_t* vt, std::size_t acc_vectors, std::size_t c0,
-            std::size_t n_pairs) {
+            const std::int32_t* vt, std::size_t acc_vectors, std::size_t c0, std::size_t n_pairs) {
   if constexpr (D == KvDtype::int8) {
     __m512i sum[Q][NV];
     for (int q = 0; q < Q; ++q) {
@@ -378,7 +423,6 @@ class DotUnitKeys {
         weights_(max_queries * kRowPairs),
         acc_(max_queries * lanes_),
         s_(max_queries * kDotBlock),
-        p_(max_queries * kDotBlock),
         floats_(2 * kDotBlock + max_queries),
         queries_(max_queries),
         live_q_(max_queries),
@@ -428,37 +472,26 @@ class DotUnitKeys {
       const float* k_scale = nullptr;
       const float* v_scale = nullptr;
       if constexpr (D == KvDtype::int8) {
-        copy_scales<A>(kv.k_scale + kvh * kv.capacity + b0, nb, kDotBlock, k_scale_pad);
-        copy_scales<A>(kv.v_scale + kvh * kv.capacity + b0, nb, kDotBlock, v_scale_pad);
-        k_scale = k_scale_pad;
-        v_scale = v_scale_pad;
+        k_scale = kv.k_scale + kvh * kv.capacity + b0;
+        v_scale = kv.v_scale + kvh * kv.capacity + b0;
+        if (nb < kDotBlock) {  // lanes past the range must read 0, not the next tokens' scales
+          copy_scales<A>(k_scale, nb, kDotBlock, k_scale_pad);
+          copy_scales<A>(v_scale, nb, kDotBlock, v_scale_pad);
+          k_scale = k_scale_pad;
+          v_scale = v_scale_pad;
+        }
       }
       // Only the n_max rows some query sees are read; key vectors past them hold stale
       // lanes that dot_scores masks to −inf (a select, so even NaN patterns drop out).
-      transpose_keys<D>(kv.k_row(kvh, b0), n_max, geo_, kt_.get(), kv.k_row(kvh, b0 + nb),
-                        n_next);
-      interleave_values<D>(kv.v_row(kvh, b0), n_max, n_max, geo_, vt_.get(),
-                           kv.v_row(kvh, b0 + nb), n_next);
+      transpose_keys<D>(kv.k_row(kvh, b0), n_max, geo_, kt_.get(), kv.k_row(kvh, b0 + nb), n_next);
+      interleave_values<D>(kv.v_row(kvh, b0), n_max, n_max, geo_, vt_.get(), kv.v_row(kvh, b0 + nb),
+                           n_next);
       dot_scores<D>(live_q_.get(), n_.get(), n_live, kt_.get(), geo_, k_scale, s_rows_.get());
 
-      // Online softmax in f32 per query; the unit's accumulators are rescaled here (the
-      // shared update rescales natural-order accumulators, so it is given none).
       for (std::size_t li = 0; li < n_live; ++li) {
-        QueryState& q = st[live_.get()[li]];
-        const float m_old = q.m;
-        float* pi = p_.get() + li * kDotBlock;
-        softmax_update<A>(q, s_rows_.get()[li], n_.get()[li], v_scale, 0, pi);
-        const float correction = std::exp(m_old - q.m);  // 0 on the first block
-        if (correction != 1.0f) {
-          float* a = acc_rows_.get()[li];
-          const __m512 c = _mm512_set1_ps(correction);
-          for (std::size_t x = 0; x < lanes_; x += 16) {
-            _mm512_store_ps(a + x, _mm512_mul_ps(_mm512_load_ps(a + x), c));
-          }
-        }
-        for (std::size_t t = (n_.get()[li] + 15) / 16 * 16; t < kDotBlock; ++t) pi[t] = 0.0f;
         std::int32_t* wi = weights_.get() + li * kRowPairs;
-        w_scale[li] = pack_weights<D>(pi, wi);
+        w_scale[li] = softmax_pack<D>(st[live_.get()[li]], s_rows_.get()[li], n_.get()[li], v_scale,
+                                      acc_rows_.get()[li], lanes_, wi);
         w_rows_.get()[li] = wi;
       }
       const std::size_t n_pairs = (n_max + 1) / 2;
@@ -489,7 +522,7 @@ class DotUnitKeys {
   DotGeometry<D> geo_;
   std::size_t lanes_;  // accumulator lanes per query (head_dim padded to whole segments)
   Scratch<A, std::int32_t> kt_, vt_, q_groups_, weights_;
-  Scratch<A> acc_, s_, p_, floats_;
+  Scratch<A> acc_, s_, floats_;
   Scratch<A, DotQuery> queries_;
   Scratch<A, const DotQuery*> live_q_;
   Scratch<A, std::size_t> live_, n_;

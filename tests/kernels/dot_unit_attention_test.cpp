@@ -23,9 +23,9 @@
 #include <cstring>
 #include <initializer_list>
 #include <random>
-#include <type_traits>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "engine/kv_cache.hpp"
@@ -122,7 +122,8 @@ void round_query_as_unit(ComputeUnit unit, std::vector<float>& q, std::size_t he
     for (std::size_t j = 0; j < head_dim; ++j) {
       const float rounded =
           unit == ComputeUnit::vnni_int8
-              ? (amax == 0.0f ? 0.0f : std::nearbyint(scaled[j] * (127.0f / amax)) * (amax / 127.0f))
+              ? (amax == 0.0f ? 0.0f
+                              : std::nearbyint(scaled[j] * (127.0f / amax)) * (amax / 127.0f))
               : bf16_bits_to_f32(f32_to_bf16_bits(scaled[j]));
       q[h0 + j] = rounded * unscale;
     }
@@ -210,7 +211,7 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
     std::vector<float> via_attend(rp.out_size()), direct(rp.out_size()), exact(rp.out_size()),
         widening(rp.out_size());
     attend(rp.problem(via_attend.data()), Isa::avx512, 2, ComputeMode::fast);
-    const ComputeUnit unit = attention_compute_unit(dtype, Isa::avx512, ComputeMode::fast);
+    const ComputeUnit unit = attention_compute_unit(dtype, Isa::avx512, ComputeMode::fast, 4);
     if (unit == ComputeUnit::fp32_fma) {
       run_isa(Isa::avx512, rp.problem(direct.data()), 2);
     } else {
@@ -223,11 +224,14 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
     EXPECT_EQ(0, std::memcmp(exact.data(), widening.data(), exact.size() * sizeof(float)));
   }
   EXPECT_EQ(ComputeUnit::fp32_fma,
-            attention_compute_unit(KvDtype::int8, Isa::avx2, ComputeMode::fast));
+            attention_compute_unit(KvDtype::int8, Isa::avx2, ComputeMode::fast, 32));
   EXPECT_EQ(ComputeUnit::fp32_fma,
-            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::exact));
+            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::exact, 32));
+  // One query per key block (MHA decode): the tiles do not pay, the widening kernel runs.
+  EXPECT_EQ(ComputeUnit::fp32_fma,
+            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 1));
   EXPECT_EQ(cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma,
-            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast));
+            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 32));
 }
 
 TEST(ComputeMode, ParsesAndNamesModes) {
@@ -287,8 +291,8 @@ TEST(DotBurn, CountsWorkDoneAndRefusesMissingUnits) {
       for (int i = 0; i < 3; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         dot_burn(unit, n, 1);
-        best = std::min(best,
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
       return best;
     };
