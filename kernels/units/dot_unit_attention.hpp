@@ -11,17 +11,17 @@
 //   K is transposed into 32-bit groups, kt[group][key] (4 int8 or 2 bf16 elements a group):
 //     one vector holds one group of 16 keys, so a broadcast group of the query feeds 16 keys'
 //     dot products with no horizontal sums;
-//   V is interleaved across row pairs, vt[pair][lane] (int8 widened to int16): one broadcast
-//     pair of softmax weights feeds 16 output lanes.
+//   V is interleaved across 4 rows (int8) or 2 (bf16), vt[row group][lane]: one broadcast
+//     group of softmax weights feeds 16 output lanes.
 // Arithmetic (integer scores as in Jacob et al. 2018; online softmax as attention_block.hpp):
 //   int8 scores: q (already × 1/√d) is quantized per query to s8 with scale sq = max|q|/127;
 //     vpdpbusd needs one unsigned operand, so keys enter as k + 128 and
 //     q·k = Σ q8 (k + 128) − 128 Σ q8, exact in int32; score = sq · k_scale[t] · q·k.
-//   int8 P·V: the weights p_t · v_scale[t] of one block are quantized to int16 against the
-//     block's largest (scale w_max/32767) and summed with the int8 values in int32 by
-//     vpdpwssd, then added to the f32 accumulator times that scale. (8-bit weights measured
-//     4× the cache's own error at 2,000 keys when value rows differ in size: the block's
-//     largest weight sets the step for all.)
+//   int8 P·V: the weights p_t · v_scale[t] of one block are quantized to u8 against the
+//     block's largest (scale w_max/255) and summed with the int8 values in int32 by vpdpbusd
+//     over 4 interleaved rows, then added to the f32 accumulator times that scale. (int16
+//     weights by vpdpwssd were measured too: error 1.1× the cache's own instead of 1.2×,
+//     but 15% slower.)
 //   bf16: q and the weights are rounded to bf16 (round to nearest even); products summed in
 //     f32 by vdpbf16ps.
 // The softmax itself (max, exp, running sums, rescaling) stays in f32.
@@ -45,9 +45,12 @@ inline constexpr std::size_t kDotBlock = 64;  // keys per block: 4 vectors of 16
 template <KvDtype D>
 struct DotGeometry {
   static constexpr std::size_t kKeyGroup = D == KvDtype::int8 ? 4 : 2;  // elements per group
-  static constexpr std::size_t kRowPairs = kDotBlock / 2;               // V row pairs a block
-  // Accumulator vectors per segment: int8 64 elements → 2 int16 halves × 2 unpacks; bf16 32.
-  static constexpr std::size_t kVectorsPerSegment = D == KvDtype::int8 ? 4 : 2;
+  // V rows interleaved into one 32-bit lane: 4 int8 (u8 weights × s8 values by vpdpbusd) or
+  // 2 bf16 (vdpbf16ps); one row group per broadcast weight group.
+  static constexpr std::size_t kValueRows = kKeyGroup;
+  static constexpr std::size_t kRowGroups = kDotBlock / kValueRows;
+  // Accumulator vectors per segment: the unpack outputs of one segment of kValueRows rows.
+  static constexpr std::size_t kVectorsPerSegment = kValueRows;
   std::size_t d, row_bytes, groups, segments, acc_vectors;
 
   explicit DotGeometry(std::size_t head_dim)
@@ -58,17 +61,11 @@ struct DotGeometry {
         acc_vectors(segments * kVectorsPerSegment) {}
 
   // Element index of lane `lane` of accumulator vector `v` in interleaved (tile) order; ≥ d
-  // for padding. Follows interleave_values: per segment, int8 has 2 halves of 32 elements
-  // (h) × 2 unpacks (w); bf16 2 unpacks; 128-bit lane L of an unpack holds 4 elements.
+  // for padding. Follows interleave_values: segment s = v / E, unpack output w = v % E, and
+  // 128-bit lane L of an unpack holds 4 elements.
   std::size_t natural(std::size_t v, std::size_t lane) const {
-    const std::size_t L = lane / 4, m = lane % 4;
-    if constexpr (D == KvDtype::int8) {
-      const std::size_t s = v / 4, h = v / 2 % 2, w = v % 2;
-      return 64 * s + 32 * h + 8 * L + 4 * w + m;
-    } else {
-      const std::size_t s = v / 2, w = v % 2;
-      return 32 * s + 8 * L + 4 * w + m;
-    }
+    const std::size_t s = v / kValueRows, w = v % kValueRows, L = lane / 4, m = lane % 4;
+    return D == KvDtype::int8 ? 64 * s + 16 * L + 4 * w + m : 32 * s + 8 * L + 4 * w + m;
   }
 };
 
@@ -130,35 +127,36 @@ void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& ge
   }
 }
 
-// vt[(rp · acc_vectors + v) · 16 + lane] ← rows 2·rp and 2·rp + 1 interleaved per 32-bit lane
-// (int8 widened to int16 pairs, bf16 pairs as they are), for row pairs rp < ceil(n_rows / 2);
-// rows ≥ nb read as 0. Element order within a vector: DotGeometry::natural.
+// vt[(rg · acc_vectors + v) · 16 + lane] ← rows E·rg … E·rg + E − 1 (E = kValueRows)
+// interleaved per 32-bit lane, for row groups rg < ceil(n_rows / E); rows ≥ nb read as 0.
+// Element order within a vector: DotGeometry::natural.
 template <KvDtype D>
 void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
                        const DotGeometry<D>& geo, std::int32_t* vt, const std::byte* v_next,
                        std::size_t n_next) {
+  constexpr std::size_t E = DotGeometry<D>::kValueRows;
   const auto row = [&](std::size_t t, std::size_t seg) {
     return t < nb ? load_segment(v + t * geo.row_bytes, geo.row_bytes, seg)
                   : _mm512_setzero_si512();
   };
-  for (std::size_t rp = 0; rp * 2 < n_rows; ++rp) {
-    for (std::size_t r = rp * 2; r < rp * 2 + 2 && r < n_next; ++r) {
+  for (std::size_t rg = 0; rg * E < n_rows; ++rg) {
+    for (std::size_t r = rg * E; r < rg * E + E && r < n_next; ++r) {
       prefetch_row(v_next + r * geo.row_bytes, geo.row_bytes);
     }
-    auto* out = reinterpret_cast<__m512i*>(vt + rp * geo.acc_vectors * 16);
+    auto* out = reinterpret_cast<__m512i*>(vt + rg * geo.acc_vectors * 16);
     for (std::size_t seg = 0; seg < geo.segments; ++seg) {
-      const __m512i r0 = row(2 * rp, seg), r1 = row(2 * rp + 1, seg);
-      __m512i* o = out + seg * DotGeometry<D>::kVectorsPerSegment;
+      __m512i* o = out + seg * E;
       if constexpr (D == KvDtype::int8) {
-        for (int h = 0; h < 2; ++h) {
-          const __m512i w0 = _mm512_cvtepi8_epi16(h ? _mm512_extracti64x4_epi64(r0, 1)
-                                                    : _mm512_castsi512_si256(r0));
-          const __m512i w1 = _mm512_cvtepi8_epi16(h ? _mm512_extracti64x4_epi64(r1, 1)
-                                                    : _mm512_castsi512_si256(r1));
-          _mm512_store_si512(o + 2 * h, _mm512_unpacklo_epi16(w0, w1));
-          _mm512_store_si512(o + 2 * h + 1, _mm512_unpackhi_epi16(w0, w1));
-        }
+        const __m512i r0 = row(4 * rg, seg), r1 = row(4 * rg + 1, seg);
+        const __m512i r2 = row(4 * rg + 2, seg), r3 = row(4 * rg + 3, seg);
+        const __m512i lo01 = _mm512_unpacklo_epi8(r0, r1), lo23 = _mm512_unpacklo_epi8(r2, r3);
+        const __m512i hi01 = _mm512_unpackhi_epi8(r0, r1), hi23 = _mm512_unpackhi_epi8(r2, r3);
+        _mm512_store_si512(o + 0, _mm512_unpacklo_epi16(lo01, lo23));
+        _mm512_store_si512(o + 1, _mm512_unpackhi_epi16(lo01, lo23));
+        _mm512_store_si512(o + 2, _mm512_unpacklo_epi16(hi01, hi23));
+        _mm512_store_si512(o + 3, _mm512_unpackhi_epi16(hi01, hi23));
       } else {
+        const __m512i r0 = row(2 * rg, seg), r1 = row(2 * rg + 1, seg);
         _mm512_store_si512(o + 0, _mm512_unpacklo_epi16(r0, r1));
         _mm512_store_si512(o + 1, _mm512_unpackhi_epi16(r0, r1));
       }
@@ -298,9 +296,9 @@ inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
 // Online softmax of one query over one block (Milakov & Gimelshein 2018), fused with packing
 // its weights for the unit: with s[0, 64) the block's scores (−inf past its n rows),
 // m ← max(m, max s), l ← l·e^(m_old − m) + Σ e^(s − m), acc[0, lanes) ← acc·e^(m_old − m)
-// when the max grows; the weights w = e^(s − m) (× v_scale for int8) go to `packed` as row
-// pairs: int8 as int16 against the block's largest weight, bf16 rounded. Returns the factor
-// that turns the unit's sums back into Σ w · v (int8: w_max / 32767, 0 when every weight is 0;
+// when the max grows; the weights w = e^(s − m) (× v_scale for int8) go to `packed` in row
+// groups: int8 as u8 against the block's largest weight, bf16 rounded. Returns the factor
+// that turns the unit's sums back into Σ w · v (int8: w_max / 255, 0 when every weight is 0;
 // bf16: 1).
 template <KvDtype D>
 float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_scale, float* acc,
@@ -331,36 +329,37 @@ float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_
     const float w_max =
         _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3])));
     if (w_max == 0.0f) return 0.0f;
-    const __m512 inv = _mm512_set1_ps(32767.0f / w_max);
+    const __m512 inv = _mm512_set1_ps(255.0f / w_max);
+    auto* bytes = reinterpret_cast<__m128i*>(packed);
     for (int k = 0; k < 4; ++k) {
       const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(x[k], inv));
-      _mm256_store_si256(halves + k, _mm512_cvtsepi32_epi16(w));
+      _mm_store_si128(bytes + k, _mm512_cvtusepi32_epi8(w));
     }
-    return w_max / 32767.0f;
+    return w_max / 255.0f;
   } else {
     for (int k = 0; k < 4; ++k) _mm256_store_si256(halves + k, (__m256i)_mm512_cvtneps_pbh(x[k]));
     return 1.0f;
   }
 }
 
-// acc_q[c0·16, (c0+NV)·16) += scale_q · Σ_rp w_q[rp] · vt[rp] for Q ∈ {1, 2} queries at once
-// (one value load feeds both), over row pairs rp < n_pairs.
+// acc_q[c0·16, (c0+NV)·16) += scale_q · Σ_rg w_q[rg] · vt[rg] for Q ∈ {1, 2} queries at once
+// (one value load feeds both), over row groups rg < n_groups.
 template <KvDtype D, int NV, int Q>
 void dot_pv(const std::int32_t* const* w, const float* scale, float* const* acc,
-            const std::int32_t* vt, std::size_t acc_vectors, std::size_t c0, std::size_t n_pairs) {
+            const std::int32_t* vt, std::size_t acc_vectors, std::size_t c0, std::size_t n_groups) {
   if constexpr (D == KvDtype::int8) {
     __m512i sum[Q][NV];
     for (int q = 0; q < Q; ++q) {
       for (int v = 0; v < NV; ++v) sum[q][v] = _mm512_setzero_si512();
     }
-    for (std::size_t rp = 0; rp < n_pairs; ++rp) {
-      const std::int32_t* col = vt + (rp * acc_vectors + c0) * 16;
+    for (std::size_t rg = 0; rg < n_groups; ++rg) {
+      const std::int32_t* col = vt + (rg * acc_vectors + c0) * 16;
       __m512i wq[Q];
-      for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rp]);
+      for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rg]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
         const __m512i x = _mm512_load_si512(col + v * 16);
-        for (int q = 0; q < Q; ++q) sum[q][v] = _mm512_dpwssd_epi32(sum[q][v], wq[q], x);
+        for (int q = 0; q < Q; ++q) sum[q][v] = _mm512_dpbusd_epi32(sum[q][v], wq[q], x);
       }
     }
     for (int q = 0; q < Q; ++q) {
@@ -375,10 +374,10 @@ void dot_pv(const std::int32_t* const* w, const float* scale, float* const* acc,
     for (int q = 0; q < Q; ++q) {
       for (int v = 0; v < NV; ++v) sum[q][v] = _mm512_load_ps(acc[q] + (c0 + v) * 16);
     }
-    for (std::size_t rp = 0; rp < n_pairs; ++rp) {
-      const std::int32_t* col = vt + (rp * acc_vectors + c0) * 16;
+    for (std::size_t rg = 0; rg < n_groups; ++rg) {
+      const std::int32_t* col = vt + (rg * acc_vectors + c0) * 16;
       __m512i wq[Q];
-      for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rp]);
+      for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rg]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
         const __m512i x = _mm512_load_si512(col + v * 16);
@@ -396,12 +395,12 @@ void dot_pv(const std::int32_t* const* w, const float* scale, float* const* acc,
 // All acc_vectors of Q queries, in register groups of 8, 4, 2, 1 vectors.
 template <KvDtype D, int Q>
 void dot_pv_all(const std::int32_t* const* w, const float* scale, float* const* acc,
-                const std::int32_t* vt, std::size_t acc_vectors, std::size_t n_pairs) {
+                const std::int32_t* vt, std::size_t acc_vectors, std::size_t n_groups) {
   std::size_t c = 0;
-  for (; c + 8 <= acc_vectors; c += 8) dot_pv<D, 8, Q>(w, scale, acc, vt, acc_vectors, c, n_pairs);
-  if (c + 4 <= acc_vectors) dot_pv<D, 4, Q>(w, scale, acc, vt, acc_vectors, c, n_pairs), c += 4;
-  if (c + 2 <= acc_vectors) dot_pv<D, 2, Q>(w, scale, acc, vt, acc_vectors, c, n_pairs), c += 2;
-  if (c < acc_vectors) dot_pv<D, 1, Q>(w, scale, acc, vt, acc_vectors, c, n_pairs);
+  for (; c + 8 <= acc_vectors; c += 8) dot_pv<D, 8, Q>(w, scale, acc, vt, acc_vectors, c, n_groups);
+  if (c + 4 <= acc_vectors) dot_pv<D, 4, Q>(w, scale, acc, vt, acc_vectors, c, n_groups), c += 4;
+  if (c + 2 <= acc_vectors) dot_pv<D, 2, Q>(w, scale, acc, vt, acc_vectors, c, n_groups), c += 2;
+  if (c < acc_vectors) dot_pv<D, 1, Q>(w, scale, acc, vt, acc_vectors, c, n_groups);
 }
 
 // Query states attend to ranges of keys of one kv head on the dot unit of D: the drivers'
@@ -411,16 +410,16 @@ void dot_pv_all(const std::int32_t* const* w, const float* scale, float* const* 
 template <class A, KvDtype D>
 class DotUnitKeys {
   static_assert(D == KvDtype::int8 || D == KvDtype::bf16, "dot units serve int8 and bf16");
-  static constexpr std::size_t kRowPairs = DotGeometry<D>::kRowPairs;
+  static constexpr std::size_t kRowGroups = DotGeometry<D>::kRowGroups;
 
  public:
   DotUnitKeys(std::size_t head_dim, std::size_t max_queries)
       : geo_(head_dim),
         lanes_(geo_.acc_vectors * 16),
         kt_(geo_.segments * 16 * kDotBlock),
-        vt_(kRowPairs * lanes_),
+        vt_(kRowGroups * lanes_),
         q_groups_(max_queries * geo_.segments * 16),
-        weights_(max_queries * kRowPairs),
+        weights_(max_queries * kRowGroups),
         acc_(max_queries * lanes_),
         s_(max_queries * kDotBlock),
         floats_(2 * kDotBlock + max_queries),
@@ -489,20 +488,21 @@ class DotUnitKeys {
       dot_scores<D>(live_q_.get(), n_.get(), n_live, kt_.get(), geo_, k_scale, s_rows_.get());
 
       for (std::size_t li = 0; li < n_live; ++li) {
-        std::int32_t* wi = weights_.get() + li * kRowPairs;
+        std::int32_t* wi = weights_.get() + li * kRowGroups;
         w_scale[li] = softmax_pack<D>(st[live_.get()[li]], s_rows_.get()[li], n_.get()[li], v_scale,
                                       acc_rows_.get()[li], lanes_, wi);
         w_rows_.get()[li] = wi;
       }
-      const std::size_t n_pairs = (n_max + 1) / 2;
+      const std::size_t n_groups =
+          (n_max + DotGeometry<D>::kValueRows - 1) / DotGeometry<D>::kValueRows;
       std::size_t li = 0;
       for (; li + 2 <= n_live; li += 2) {
         dot_pv_all<D, 2>(w_rows_.get() + li, w_scale + li, acc_rows_.get() + li, vt_.get(),
-                         geo_.acc_vectors, n_pairs);
+                         geo_.acc_vectors, n_groups);
       }
       if (li < n_live) {
         dot_pv_all<D, 1>(w_rows_.get() + li, w_scale + li, acc_rows_.get() + li, vt_.get(),
-                         geo_.acc_vectors, n_pairs);
+                         geo_.acc_vectors, n_groups);
       }
     }
 
