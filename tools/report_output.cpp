@@ -231,13 +231,13 @@ std::string explain_cache_fit(const std::vector<ReportRow>& rows) {
     text +=
         b.cache_state == CacheState::warm ? ", and a warm run of fewer layers overstates it." : ".";
   }
-  std::snprintf(buf, sizeof buf,
-                " Measured %s: one step over all %lld layers' caches takes %s (%.1f steps/s), "
-                "%s per layer.\n",
-                b.cache_state == CacheState::cold ? "cold" : "warm",
-                static_cast<long long>(b.layers),
+  const std::string scope =
+      b.layers == 1 ? "the layer's cache" : "all " + std::to_string(b.layers) + " layers' caches";
+  std::snprintf(buf, sizeof buf, " Measured %s: one step over %s takes %s (%.1f steps/s)%s%s.\n",
+                b.cache_state == CacheState::cold ? "cold" : "warm", scope.c_str(),
                 format_seconds(b.model_attn_seconds_median).c_str(), b.model_attn_tokens_per_s,
-                format_seconds(b.attn_seconds_median).c_str());
+                b.layers == 1 ? "" : ", per layer ",
+                b.layers == 1 ? "" : format_seconds(b.attn_seconds_median).c_str());
   text += buf;
   return text;
 }
