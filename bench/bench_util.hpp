@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "engine/kv_cache.hpp"
+#include "engine/measure/cold_caches.hpp"
+#include "engine/memory.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/roofline.hpp"
@@ -28,14 +30,8 @@ struct CacheKey {
 };
 
 // Cache holding `tokens` random tokens (uniform in (−1, 1), xorshift) of the given shape.
-// Every shape stays alive (a few GiB for the whole decode set), so that repetitions can be
-// interleaved (--benchmark_enable_random_interleaving) without rebuilding caches.
-inline const KvCache& shared_cache(const CacheKey& key) {
-  static std::vector<std::pair<CacheKey, std::unique_ptr<KvCache>>> caches;
-  for (const auto& [k, c] : caches) {
-    if (k == key) return *c;
-  }
-  auto cache = std::make_unique<KvCache>(key.n_kv_heads, key.head_dim, key.tokens, key.dtype);
+inline KvCache filled_cache(const CacheKey& key) {
+  KvCache cache(key.n_kv_heads, key.head_dim, key.tokens, key.dtype);
   std::uint64_t state = 0x9e3779b97f4a7c15ull;
   const auto next = [&] {
     state ^= state << 13, state ^= state >> 7, state ^= state << 17;
@@ -48,10 +44,39 @@ inline const KvCache& shared_cache(const CacheKey& key) {
     for (std::size_t i = 0; i < n * key.n_kv_heads * key.head_dim; ++i) {
       k[i] = next(), v[i] = next();
     }
-    cache->append(k.data(), v.data(), n);
+    cache.append(k.data(), v.data(), n);
   }
-  caches.emplace_back(key, std::move(cache));
+  return cache;
+}
+
+// filled_cache(key), for warm measurements. Every shape stays alive (a few GiB for the whole
+// decode set), so that repetitions can be interleaved (--benchmark_enable_random_interleaving)
+// without rebuilding caches.
+inline const KvCache& shared_cache(const CacheKey& key) {
+  static std::vector<std::pair<CacheKey, std::unique_ptr<KvCache>>> caches;
+  for (const auto& [k, c] : caches) {
+    if (k == key) return *c;
+  }
+  caches.emplace_back(key, std::make_unique<KvCache>(filled_cache(key)));
   return *caches.back().second;
+}
+
+// The caches of a cold measurement of one shape: copies of filled_cache(key) cycled so that
+// more than 2 × the last-level cache is read between two reads of one (or flushed where
+// memory does not allow copies). Only the latest shape is kept: the copies take over twice
+// the last-level cache each.
+inline CacheRotation& cold_rotation(const CacheKey& key, std::uint64_t llc_bytes) {
+  static std::unique_ptr<CacheRotation> rotation;
+  static CacheKey current{};
+  if (!rotation || !(current == key)) {
+    rotation.reset();
+    KvCache first = filled_cache(key);
+    const CachePlan plan = plan_caches(first.bytes(), 1, CacheState::cold, ColdMethod::automatic,
+                                       llc_bytes, physical_memory_bytes());
+    rotation = std::make_unique<CacheRotation>(plan, std::move(first));
+    current = key;
+  }
+  return *rotation;
 }
 
 // Bytes one decode step reads: every K and V row of every kv head, plus int8 row scales.

@@ -1,5 +1,6 @@
 #include "engine/kv_cache.hpp"
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +46,18 @@ KvCache::KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capac
 
 KvCache::KvCache(const LayerConfig& config, KvDtype dtype)
     : KvCache(config.n_kv_heads(), config.head_dim(), config.capacity(), dtype) {}
+
+KvCache KvCache::clone() const {
+  KvCache copy(n_kv_heads_, head_dim_, capacity_, dtype_);
+  std::memcpy(copy.k_.data(), k_.data(), k_.bytes());
+  std::memcpy(copy.v_.data(), v_.data(), v_.bytes());
+  if (k_scale_.bytes() > 0) {
+    std::memcpy(copy.k_scale_.data(), k_scale_.data(), k_scale_.bytes());
+    std::memcpy(copy.v_scale_.data(), v_scale_.data(), v_scale_.bytes());
+  }
+  copy.size_ = size_;
+  return copy;
+}
 
 std::size_t KvCache::bytes() const {
   return k_.bytes() + v_.bytes() + k_scale_.bytes() + v_scale_.bytes();

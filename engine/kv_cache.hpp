@@ -29,6 +29,10 @@ class KvCache {
   // the tokens already in the cache stay as they were.
   void append(const float* k, const float* v, std::size_t n);
 
+  // A second cache with the same shape and the same stored bytes (a deep copy: a cold
+  // measurement cycles through such copies).
+  KvCache clone() const;
+
   // Forgets the stored tokens (capacity and memory stay).
   void clear() { size_ = 0; }
 

@@ -81,6 +81,18 @@ void add_kv_dtype_flag(CLI::App& app, KvDtype& dtype) {
       "KV cache element type: f32 | f16 | bf16 | int8 (default f32)");
 }
 
+void CacheStateFlags::add_to(CLI::App& app) {
+  app.add_option_function<std::string>(
+      "--cache-state", [this](const std::string& name) { state = parse_cache_state(name); },
+      "cold (default): every step reads K/V bytes that are in no cache level, as in a model "
+      "whose other layers evict them; warm: the same caches re-read step after step");
+  app.add_option_function<std::string>(
+      "--cold-method", [this](const std::string& name) { method = parse_cold_method(name); },
+      "how cold is reached: copies (cycle caches until 2 x the last-level cache lies between "
+      "two reads of one), flush (clflushopt after each step), auto (default: copies when "
+      "they fit in half the memory, else flush)");
+}
+
 std::string format_seconds(double s) {
   char text[32];
   if (s >= 1.0)

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/layer_config.hpp"
+#include "engine/measure/cold_caches.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/units/compute_unit.hpp"
@@ -47,6 +48,13 @@ struct ComputeFlags {
 
 // Adds --kv-dtype f32|f16|bf16|int8 bound to `dtype`.
 void add_kv_dtype_flag(CLI::App& app, KvDtype& dtype);
+
+// --cache-state cold|warm (default cold) and --cold-method auto|copies|flush.
+struct CacheStateFlags {
+  CacheState state = CacheState::cold;
+  ColdMethod method = ColdMethod::automatic;
+  void add_to(CLI::App& app);
+};
 
 // "1.234 ms" style: picks s, ms or µs.
 std::string format_seconds(double seconds);

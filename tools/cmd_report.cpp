@@ -23,6 +23,7 @@ namespace {
 struct ReportFlags {
   AttentionShapeFlags shape;
   ComputeFlags compute;
+  CacheStateFlags cache;
   std::string tokens = "2000";
   std::string kv_heads;
   std::string kv_dtypes = "f32,bf16,int8";
@@ -110,6 +111,8 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   request.compute = f.compute.resolved_compute();
   request.threads = f.compute.resolved_threads();
   request.steps = f.steps;
+  request.cache_state = f.cache.state;
+  request.cold_method = f.cache.method;
   if (!f.svg.empty() && request.tokens.size() < 2) {
     std::fprintf(stderr,
                  "kvscope: note: --svg plots against context length; pass several "
@@ -156,7 +159,9 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
                   std::string(to_string(unit)).c_str(), gops);
     peak_list += item;
   }
-  std::printf("Compute peaks measured (2 ops per multiply-add): %s\n\n", peak_list.c_str());
+  std::printf("Compute peaks measured (2 ops per multiply-add): %s\n", peak_list.c_str());
+  std::printf("last-level cache %s (%s); cache state %s\n\n", format_bytes(first.llc_bytes).c_str(),
+              first.llc_source.c_str(), describe_cache_state(first).c_str());
   std::fputs(report_table(rows).c_str(), stdout);
   std::printf(
       "\n(cache/layer and read/step in MB = 1e6 bytes; 'read GB/s' is a plain read loop "
@@ -166,11 +171,6 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
       "at hidden %lld, ffn %lld)\n\n",
       static_cast<long long>(request.hidden_size), static_cast<long long>(request.ffn_size));
   std::fputs(explain_report(rows).c_str(), stdout);
-  if (request.layers > 1) {
-    std::printf("All %lld layers: %s of cache for %s %s.\n", static_cast<long long>(request.layers),
-                format_bytes(first.cache_bytes_all_layers).c_str(), first.variant.c_str(),
-                std::string(to_string(first.kv_dtype)).c_str());
-  }
   std::uint64_t largest = 0;
   for (const ReportRow& r : rows) largest = std::max(largest, r.cache_bytes);
   std::printf("\nMemory: peak RSS %s; largest cache measured %s.\n",
@@ -187,6 +187,7 @@ void add_report_command(CLI::App& app) {
       "(the default)");
   flags->shape.add_to(*cmd, /*with_layers=*/true, /*with_tokens_and_kv_heads=*/false);
   flags->compute.add_to(*cmd);
+  flags->cache.add_to(*cmd);
   cmd->add_option("--tokens", flags->tokens,
                   "context lengths; a comma list sweeps, e.g. 512,2000,8192")
       ->capture_default_str();

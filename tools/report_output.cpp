@@ -40,7 +40,14 @@ const std::vector<std::string> kColumns = {"variant",
                                            "fraction_of_speed_of_light",
                                            "bound",
                                            "layer_tokens_per_s",
-                                           "layer_bytes_per_step"};
+                                           "layer_bytes_per_step",
+                                           "cache_state",
+                                           "cold_method",
+                                           "caches_allocated",
+                                           "llc_bytes",
+                                           "model_attn_seconds_median",
+                                           "model_attn_tokens_per_s",
+                                           "bytes_read_per_model_step"};
 
 nlohmann::json row_json(const ReportRow& r) {
   return {{"variant", r.variant},
@@ -71,7 +78,14 @@ nlohmann::json row_json(const ReportRow& r) {
           {"fraction_of_speed_of_light", r.fraction_of_speed_of_light},
           {"bound", r.bound},
           {"layer_tokens_per_s", r.layer_tokens_per_s},
-          {"layer_bytes_per_step", r.layer_bytes_per_step}};
+          {"layer_bytes_per_step", r.layer_bytes_per_step},
+          {"cache_state", to_string(r.cache_state)},
+          {"cold_method", r.cold_method},
+          {"caches_allocated", r.caches_allocated},
+          {"llc_bytes", r.llc_bytes},
+          {"model_attn_seconds_median", r.model_attn_seconds_median},
+          {"model_attn_tokens_per_s", r.model_attn_tokens_per_s},
+          {"bytes_read_per_model_step", r.bytes_read_per_model_step}};
 }
 
 std::string mb(std::uint64_t bytes) {
@@ -188,6 +202,53 @@ std::string explain_report(const std::vector<ReportRow>& rows) {
     gains += buf;
   }
   if (!gains.empty()) text += "Against it: " + gains + ".\n";
+  return text + explain_cache_fit(rows);
+}
+
+std::string describe_cache_state(const ReportRow& r) {
+  if (r.cache_state == CacheState::warm) return "warm (the same caches re-read every step)";
+  if (r.cold_method == "flush") return "cold (caches flushed from every level after each step)";
+  return "cold (" + std::to_string(r.caches_allocated) +
+         " caches cycled, more than 2 × the last-level cache read between two reads of one)";
+}
+
+std::string explain_cache_fit(const std::vector<ReportRow>& rows) {
+  if (rows.empty()) return "";
+  const ReportRow* base = find_row(rows, rows.front().tokens, rows.front().n_heads, KvDtype::f32);
+  const ReportRow& b = base != nullptr ? *base : rows.front();
+  const double llc_mb = static_cast<double>(b.llc_bytes) / 1e6;
+  const bool fits = b.cache_bytes_all_layers <= b.llc_bytes;
+  std::string text;
+  char buf[1200];
+  std::snprintf(buf, sizeof buf,
+                "The model's cache (%s %s, %lld layer%s × %s = %s) %s the %.0f MB last-level "
+                "cache. ",
+                b.variant.c_str(), std::string(to_string(b.kv_dtype)).c_str(),
+                static_cast<long long>(b.layers), b.layers == 1 ? "" : "s",
+                mb(b.cache_bytes).c_str(), mb(b.cache_bytes_all_layers).c_str(),
+                fits ? "fits in" : "does not fit in", llc_mb);
+  text += buf;
+  if (fits) {
+    text +=
+        "Were nothing else to pass through, a step would find it there and warm figures would "
+        "be the truth for this model; a real step also streams every layer's weights, which "
+        "evict it unless they fit as well.";
+  } else {
+    text +=
+        "Between two reads of one layer's cache the other layers' caches alone stream past "
+        "and evict it, so every step reads its K/V from memory: cold figures are the truth "
+        "for this model";
+    text +=
+        b.cache_state == CacheState::warm ? ", and a warm run of fewer layers overstates it." : ".";
+  }
+  const std::string scope =
+      b.layers == 1 ? "the layer's cache" : "all " + std::to_string(b.layers) + " layers' caches";
+  std::snprintf(buf, sizeof buf, " Measured %s: one step over %s takes %s (%.1f steps/s)%s%s.\n",
+                b.cache_state == CacheState::cold ? "cold" : "warm", scope.c_str(),
+                format_seconds(b.model_attn_seconds_median).c_str(), b.model_attn_tokens_per_s,
+                b.layers == 1 ? "" : ", per layer ",
+                b.layers == 1 ? "" : format_seconds(b.attn_seconds_median).c_str());
+  text += buf;
   return text;
 }
 

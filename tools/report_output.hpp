@@ -16,6 +16,13 @@ std::string report_table(const std::vector<ReportRow>& rows);
 // first context length in `rows` (MHA f32 row if present, else the first row).
 std::string explain_report(const std::vector<ReportRow>& rows);
 
+// "cold (18 caches cycled)", "cold (flushed after each step)", "warm" for a row.
+std::string describe_cache_state(const ReportRow& row);
+
+// Whether all layers' caches fit in the last-level cache, what that makes of the step, and
+// what cold or warm means for the figures (first row's shape, MHA f32 if present).
+std::string explain_cache_fit(const std::vector<ReportRow>& rows);
+
 // Decode tokens/s against context length, one line per variant × cache type.
 std::string report_svg(const std::vector<ReportRow>& rows);
 

@@ -9,6 +9,8 @@
 #include "engine/kv_footprint.hpp"
 #include "engine/layer_config.hpp"
 #include "engine/layer_weights.hpp"
+#include "engine/measure/cache_info.hpp"
+#include "engine/memory.hpp"
 #include "kernels/attention.hpp"
 
 namespace kvscope {
@@ -50,42 +52,66 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
   if (r.threads < 1) {
     throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
   }
+  if (r.layers < 1)
+    throw std::invalid_argument("layers must be at least 1, got " + std::to_string(r.layers));
   if (!(r.duration_s >= 0.0)) {
     throw std::invalid_argument("duration must be 0 or more seconds, got " +
                                 std::to_string(r.duration_s));
   }
-  KvCache cache(config, r.kv_dtype);
+  DecodeTiming t;
+  std::uint64_t llc = r.llc_bytes;
+  t.llc_source = "given";
+  if (llc == 0) {
+    const LastLevelCache detected = detect_llc();
+    llc = detected.bytes;
+    t.llc_source = detected.source;
+  }
+  t.plan = plan_caches(config.kv_cache_bytes(r.kv_dtype), static_cast<std::uint64_t>(r.layers),
+                       r.cache_state, r.cold_method, llc, physical_memory_bytes());
+  require_plan_memory(t.plan, "this decode measurement");
 
+  KvCache first(config, r.kv_dtype);
   append_random_context(
       config.capacity(), config.kv_width(), r.seed,
-      [&](const float* k, const float* v, std::size_t n) { cache.append(k, v, n); });
+      [&](const float* k, const float* v, std::size_t n) { first.append(k, v, n); });
+  CacheRotation caches(t.plan, std::move(first));
   std::vector<float> q(config.q_width()), out(config.q_width());
   fill_uniform(q, r.seed ^ 0x5eedull, -1.0f, 1.0f);
-  const AttentionProblem problem{.q = q.data(),
-                                 .n_queries = 1,
-                                 .first_pos = config.capacity() - 1,
-                                 .n_heads = config.n_heads(),
-                                 .kv = cache.view(),
-                                 .out = out.data()};
+  const auto step = [&] {
+    for (std::int64_t layer = 0; layer < r.layers; ++layer) {
+      const AttentionProblem problem{.q = q.data(),
+                                     .n_queries = 1,
+                                     .first_pos = config.capacity() - 1,
+                                     .n_heads = config.n_heads(),
+                                     .kv = caches.next().view(),
+                                     .out = out.data()};
+      attend(problem, r.isa, r.threads, r.compute);
+    }
+  };
 
-  for (int i = 0; i < r.warmup_steps; ++i) attend(problem, r.isa, r.threads, r.compute);
-  DecodeTiming t;
+  for (int i = 0; i < r.warmup_steps; ++i) {
+    step();
+    caches.end_step(r.threads);
+  }
   using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  while (static_cast<int>(t.step_seconds.size()) < r.steps ||
-         std::chrono::duration<double>(clock::now() - start).count() < r.duration_s) {
+  double timed = 0.0;  // seconds inside timed steps; flushes between them do not count
+  while (static_cast<int>(t.step_seconds.size()) < r.steps || timed < r.duration_s) {
     const auto before = clock::now();
-    attend(problem, r.isa, r.threads, r.compute);
+    step();
     t.step_seconds.push_back(std::chrono::duration<double>(clock::now() - before).count());
+    timed += t.step_seconds.back();
+    caches.end_step(r.threads);
   }
   t.median_s = median(t.step_seconds);
   t.min_s = *std::min_element(t.step_seconds.begin(), t.step_seconds.end());
   t.max_s = *std::max_element(t.step_seconds.begin(), t.step_seconds.end());
-  t.bytes_read_per_step = kv_footprint({.n_kv_heads = r.n_kv_heads,
-                                        .head_dim = r.head_dim,
-                                        .tokens = r.tokens,
-                                        .dtype = r.kv_dtype})
-                              .total_bytes;
+  t.bytes_read_per_layer = kv_footprint({.n_kv_heads = r.n_kv_heads,
+                                         .head_dim = r.head_dim,
+                                         .tokens = r.tokens,
+                                         .dtype = r.kv_dtype})
+                               .total_bytes;
+  t.bytes_read_per_step = t.bytes_read_per_layer * static_cast<std::uint64_t>(r.layers);
+  t.layer_median_s = t.median_s / static_cast<double>(r.layers);
   t.unit = attention_compute_unit(r.kv_dtype, r.isa, r.compute,
                                   static_cast<std::size_t>(r.n_heads / r.n_kv_heads));
   t.tokens_per_s = 1.0 / t.median_s;

@@ -3,8 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "engine/measure/cold_caches.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/units/compute_unit.hpp"
@@ -24,21 +26,32 @@ struct DecodeTimingRequest {
   int steps = 20;           // timed steps (at least this many)
   double duration_s = 0.0;  // if > 0, keep stepping until this many seconds have passed
   std::uint64_t seed = 1;
+  std::int64_t layers = 1;  // a model's step reads this many layers' caches, in order
+  CacheState cache_state = CacheState::cold;
+  ColdMethod cold_method = ColdMethod::automatic;
+  std::uint64_t llc_bytes = 0;  // 0: detect_llc()
 };
 
 struct DecodeTiming {
-  std::vector<double> step_seconds;  // every timed step, in order
+  std::vector<double> step_seconds;  // every timed step (all layers), in order
   double median_s = 0, min_s = 0, max_s = 0;
-  std::uint64_t bytes_read_per_step = 0;     // K, V (and int8 scales) of every cached token
-  double tokens_per_s = 0;                   // 1 / median
+  std::uint64_t bytes_read_per_step = 0;     // K, V (and int8 scales) of every token, all layers
+  std::uint64_t bytes_read_per_layer = 0;    // one layer's share
+  double layer_median_s = 0;                 // median_s / layers
+  double tokens_per_s = 0;                   // 1 / median: decode steps of the model's attention
   double gbps = 0;                           // bytes_read_per_step / median / 1e9
+  CachePlan plan;                            // the caches allocated and how they were kept cold
+  std::string llc_source;                    // where plan.llc_bytes came from
   ComputeUnit unit = ComputeUnit::fp32_fma;  // the unit the kernel ran on
 };
 
-// Fills a cache of `tokens` random K/V rows (seeded), then times one-query attention steps
-// (all heads; scores over the whole cache, softmax, AV). Throws std::invalid_argument for
-// sizes below 1, heads that do not divide, or steps < 1; std::length_error when the
-// cache cannot fit in memory.
+// Fills a cache of `tokens` random K/V rows (seeded) and clones it into the caches of
+// plan_caches() (the `layers` of a model, and for a cold measurement enough copies to pass
+// twice the last-level cache between two reads of one), then times steps: one step runs
+// one-query attention (all heads; scores over the whole cache, softmax, AV) over `layers`
+// caches in order. Throws std::invalid_argument for sizes below 1, heads that do not
+// divide, or steps < 1; std::length_error, before allocating, when the caches cannot fit
+// in memory.
 DecodeTiming time_attention_decode(const DecodeTimingRequest& request);
 
 // Appends `tokens` rows of seeded random K and V (uniform in ±1, [n × kv_width] each) through

@@ -35,6 +35,39 @@ double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, in
   return static_cast<double>(buffer.bytes()) / median(seconds) / 1e9;
 }
 
+double measure_read_bandwidth_gbps(const CachePlan& plan, Isa isa, int threads, int repeats) {
+  require_plan_memory(plan, "the read-loop ceiling");
+  // Each copy starts on its own page, like a separately allocated cache.
+  const std::size_t stride = (plan.cache_bytes + 4095) / 4096 * 4096;
+  AlignedBuffer buffer(stride * plan.caches, "read-bandwidth buffers");
+  for (std::size_t i = 0; i < buffer.bytes(); i += 64) buffer.data()[i] = std::byte{1};
+  std::size_t cursor = 0;
+  volatile float sink = 0;
+  const bool flush = plan.state == CacheState::cold && plan.method == ColdMethod::flush;
+  const auto sweep_step = [&] {
+    for (std::size_t l = 0; l < plan.layers; ++l) {
+      sink = read_sweep(buffer.data() + cursor * stride, plan.cache_bytes, isa, threads);
+      cursor = (cursor + 1) % plan.caches;
+    }
+  };
+  const auto flush_step = [&] {
+    if (flush) flush_from_caches(buffer.data(), buffer.bytes(), threads);
+  };
+  sweep_step();  // warm-up
+  flush_step();
+  std::vector<double> seconds;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    sweep_step();
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    flush_step();
+  }
+  (void)sink;
+  return static_cast<double>(plan.cache_bytes) * static_cast<double>(plan.layers) /
+         median(seconds) / 1e9;
+}
+
 double measure_fma_peak_gflops(Isa isa, int threads, int repeats) {
   const std::size_t iterations = 4'000'000;
   double flops = fma_burn(iterations / 10, isa, threads);  // warm-up, clocks up

@@ -3,6 +3,7 @@
 // given number of bytes and the FP32 FMA peak, both with a given thread count.
 #include <cstdint>
 
+#include "engine/measure/cold_caches.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/units/compute_unit.hpp"
 
@@ -11,6 +12,13 @@ namespace kvscope {
 // Median GB/s (1e9 bytes/s) of `repeats` plain SIMD read sweeps over a fresh buffer of
 // `bytes` (after one warm-up sweep). The buffer is freed before returning.
 double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, int repeats = 7);
+
+// The read loop under a decode measurement's plan: plan.caches buffers of plan.cache_bytes
+// (one allocation), each timed repeat sweeping the next plan.layers of them in rotation, as
+// a decode step reads its caches; with the flush method the buffers just read are flushed
+// after each repeat (untimed). Median GB/s over `repeats` after one warm-up repeat. Checks
+// memory before allocating.
+double measure_read_bandwidth_gbps(const CachePlan& plan, Isa isa, int threads, int repeats = 7);
 
 // Median GFLOP/s of `repeats` runs of independent FMA chains on every thread.
 double measure_fma_peak_gflops(Isa isa, int threads, int repeats = 5);

@@ -8,6 +8,7 @@
 #include "engine/checked_math.hpp"
 #include "engine/kv_footprint.hpp"
 #include "engine/layer_config.hpp"
+#include "engine/measure/cache_info.hpp"
 #include "engine/measure/decode_timing.hpp"
 #include "engine/measure/layer_timing.hpp"
 #include "engine/measure/machine_limits.hpp"
@@ -24,6 +25,24 @@ LayerConfig layer_config(const ReportRequest& r, std::int64_t kv_heads, std::int
                       .head_dim = r.head_dim,
                       .ffn_size = r.ffn_size,
                       .capacity = tokens + r.steps + 2});
+}
+
+std::uint64_t report_llc_bytes(const ReportRequest& r, std::string* source) {
+  if (r.llc_bytes > 0) {
+    if (source) *source = "given";
+    return r.llc_bytes;
+  }
+  const LastLevelCache llc = detect_llc();
+  if (source) *source = llc.source;
+  return llc.bytes;
+}
+
+CachePlan report_plan(const ReportRequest& r, const LayerConfig& config, KvDtype dtype,
+                      std::uint64_t llc) {
+  if (r.layers < 1)
+    throw std::invalid_argument("layers must be at least 1, got " + std::to_string(r.layers));
+  return plan_caches(config.kv_cache_bytes(dtype), static_cast<std::uint64_t>(r.layers),
+                     r.cache_state, r.cold_method, llc, physical_memory_bytes());
 }
 
 }  // namespace
@@ -50,6 +69,7 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
   }
   if (r.steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
+  const std::uint64_t llc = report_llc_bytes(r, nullptr);
   std::uint64_t peak = 0;
   for (std::int64_t tokens : r.tokens) {
     for (std::int64_t kv_heads : r.kv_heads) {
@@ -60,6 +80,8 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
       for (KvDtype dtype : r.kv_dtypes) {
         const std::uint64_t cache = config.kv_cache_bytes(dtype);
         std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
+        const CachePlan plan = report_plan(r, config, dtype, llc);
+        need = std::max(need, checked_mul(plan.cache_bytes, plan.caches, "report memory"));
         if (r.measure_layer) need = checked_add(need, config.weight_bytes(), "report memory");
         peak = std::max(peak, need);
       }
@@ -73,6 +95,8 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   if (r.threads < 1)
     throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
 
+  std::string llc_source;
+  const std::uint64_t llc = report_llc_bytes(r, &llc_source);
   if (r.progress) r.progress("the FMA peak");
   const double fma_peak = measure_fma_peak_gflops(r.isa, r.threads);
   // Each unit's peak, measured once, the first time a row runs on it.
@@ -122,17 +146,32 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                                                       .isa = r.isa,
                                                       .compute = r.compute,
                                                       .threads = r.threads,
-                                                      .steps = r.steps});
+                                                      .steps = r.steps,
+                                                      .layers = r.layers,
+                                                      .cache_state = r.cache_state,
+                                                      .cold_method = r.cold_method,
+                                                      .llc_bytes = llc});
         row.compute_unit = t.unit;
         row.compute_peak_gops = unit_peak(t.unit);
-        row.bytes_read_per_step = t.bytes_read_per_step;
-        row.attn_seconds_median = t.median_s;
-        row.attn_seconds_min = t.min_s;
-        row.attn_seconds_max = t.max_s;
-        row.attn_tokens_per_s = t.tokens_per_s;
+        const double layers = static_cast<double>(r.layers);
+        row.cache_state = r.cache_state;
+        row.cold_method =
+            r.cache_state == CacheState::warm ? "none" : std::string(to_string(t.plan.method));
+        row.caches_allocated = t.plan.caches;
+        row.llc_bytes = llc;
+        row.llc_source = llc_source;
+        row.model_attn_seconds_median = t.median_s;
+        row.model_attn_tokens_per_s = t.tokens_per_s;
+        row.bytes_read_per_model_step = t.bytes_read_per_step;
+        row.bytes_read_per_step = t.bytes_read_per_layer;
+        row.attn_seconds_median = t.layer_median_s;
+        row.attn_seconds_min = t.min_s / layers;
+        row.attn_seconds_max = t.max_s / layers;
+        row.attn_tokens_per_s = 1.0 / row.attn_seconds_median;
         row.attn_gbps = t.gbps;
-        row.read_bandwidth_gbps =
-            measure_read_bandwidth_gbps(t.bytes_read_per_step, r.isa, r.threads);
+        CachePlan read_plan = t.plan;  // the same rotation over the bytes a step reads
+        read_plan.cache_bytes = t.bytes_read_per_layer;
+        row.read_bandwidth_gbps = measure_read_bandwidth_gbps(read_plan, r.isa, r.threads);
         row.fraction_of_bandwidth = row.attn_gbps / row.read_bandwidth_gbps;
         row.fma_peak_gflops = fma_peak;
         row.speed_of_light_seconds =

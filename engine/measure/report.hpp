@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/measure/cold_caches.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/units/compute_unit.hpp"
@@ -28,6 +29,11 @@ struct ReportRequest {
   int threads = 1;
   int steps = 10;
   std::function<void(std::string_view)> progress;  // told before each measurement
+  // Cold: each step reads K/V bytes in no cache level, as in a model (see cold_caches.hpp).
+  // `layers` caches are allocated and a step reads all of them in order.
+  CacheState cache_state = CacheState::cold;
+  ColdMethod cold_method = ColdMethod::automatic;
+  std::uint64_t llc_bytes = 0;  // 0: detect_llc()
 };
 
 struct ReportRow {
@@ -54,6 +60,15 @@ struct ReportRow {
   std::string bound;                       // "memory" or "compute"
   double layer_tokens_per_s = 0;           // 0 when not measured
   std::uint64_t layer_bytes_per_step = 0;  // f32 weights + cache
+  // How the cache was read: attn_* above are one layer's share of a step over all layers.
+  CacheState cache_state = CacheState::cold;
+  std::string cold_method;               // "copies", "flush" or "none" (warm)
+  std::uint64_t caches_allocated = 0;    // layers × copies cycled
+  std::uint64_t llc_bytes = 0;           // the last-level cache the plan was made for
+  std::string llc_source;                // where llc_bytes came from
+  double model_attn_seconds_median = 0;  // one step over all layers' caches
+  double model_attn_tokens_per_s = 0;
+  std::uint64_t bytes_read_per_model_step = 0;
 };
 
 // FLOPs of one decode step's attention: QKᵀ and AV each take 2 · head_dim per key per head.
@@ -63,8 +78,10 @@ std::uint64_t decode_attention_flops(std::int64_t n_heads, std::int64_t head_dim
 // The larger of moving `bytes` at `gbps` and computing `flops` at `gflops`.
 double speed_of_light_seconds(std::uint64_t bytes, std::uint64_t flops, double gbps, double gflops);
 
-// The bytes a report needs at once, at most: its largest cache, an equal read buffer and,
-// when the layer is measured, the layer's weights. Throws when an input is invalid.
+// The bytes a report needs at once, at most: its largest set of caches (all layers, and
+// for a cold report the copies cycled; the read loop's buffers are as many), or twice its
+// largest cache, and, when the layer is measured, the layer's weights. Throws when an input
+// is invalid.
 std::uint64_t report_peak_bytes(const ReportRequest& request);
 
 // Validates the request (refusing shapes that will not fit in memory before allocating

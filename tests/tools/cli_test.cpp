@@ -15,6 +15,10 @@ struct CommandResult {
   std::string out;  // stdout and stderr together
 };
 
+// A 1 MiB last-level cache keeps cold runs of the small test shapes to a few MB of copies
+// (the real one can be hundreds of MiB). A caller's own setting wins.
+const bool small_llc = ::setenv("KVSCOPE_LLC_BYTES", "1M", /*overwrite=*/0) == 0;
+
 CommandResult kvscope(const std::string& args) {
   const char* bin = std::getenv("KVSCOPE_BIN");
   const std::string command = std::string(bin ? bin : KVSCOPE_BIN_DEFAULT) + " " + args + " 2>&1";
@@ -116,6 +120,42 @@ TEST(KvscopeDecode, JsonHasTheMeasurementFields) {
   EXPECT_GT(j["attn_tokens_per_s"].get<double>(), 0.0);
 }
 
+TEST(KvscopeDecode, ColdByDefaultWarmOnRequestAndLayersReadEveryCache) {
+  ASSERT_TRUE(small_llc);
+  const std::string shape = "decode --json --heads 4 --d-head 16 --tokens 64 --steps 2 ";
+  const nlohmann::json cold = json_of(shape);
+  EXPECT_EQ(cold["cache_state"], "cold");
+  EXPECT_EQ(cold["cold_method"], "copies");
+  EXPECT_EQ(cold["llc_bytes"], 1 << 20);
+  EXPECT_EQ(cold["llc_source"], "KVSCOPE_LLC_BYTES");
+  const std::uint64_t cache = 2 * 4 * 64 * 16 * 4;
+  EXPECT_EQ(cold["caches_allocated"], (2u << 20) / cache + 2);
+  const nlohmann::json warm = json_of(shape + "--cache-state warm --layers 3");
+  EXPECT_EQ(warm["cache_state"], "warm");
+  EXPECT_EQ(warm["caches_allocated"], 3);
+  EXPECT_EQ(warm["layers"], 3);
+  EXPECT_EQ(warm["bytes_read_per_step"], 3 * cache);
+  EXPECT_EQ(warm["bytes_read_per_layer"], cache);
+  const nlohmann::json flush = json_of(shape + "--cold-method flush");
+  EXPECT_EQ(flush["cold_method"], "flush");
+  EXPECT_EQ(flush["caches_allocated"], 1);
+}
+
+TEST(KvscopeDecode, ColdCopiesThatCannotFitAreRefusedWithTheBytes) {
+  ::setenv("KVSCOPE_LLC_BYTES", "1024G", 1);  // 2 TiB of copies of a 65 kB cache
+  const CommandResult r =
+      kvscope("decode --tokens 1000 --heads 4 --d-head 16 --cold-method copies --steps 1");
+  const CommandResult fallback = kvscope("decode --json --tokens 1000 --heads 4 --d-head 16");
+  ::setenv("KVSCOPE_LLC_BYTES", "1M", 1);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("needs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bytes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("last-level cache"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+  ASSERT_EQ(fallback.status, 0) << fallback.out;
+  EXPECT_EQ(nlohmann::json::parse(fallback.out)["cold_method"], "flush");
+}
+
 TEST(KvscopeCli, HelpForEverySubcommand) {
   for (const char* command : {"--help", "size --help", "trace --help", "decode --help"}) {
     const CommandResult r = kvscope(command);
@@ -146,6 +186,10 @@ TEST(KvscopeCli, BadInputGivesOneClearLine) {
       {"decode --steps 0 --tokens 10", "steps must be at least 1, got 0"},
       {"decode --heads 6 --kv-heads 4 --tokens 10", "multiple of n_kv_heads (4)"},
       {"decode --tokens 100000000000", "needs"},
+      {"decode --tokens 10 --cache-state tepid", "cache state 'tepid': expected cold or warm"},
+      {"decode --tokens 10 --cold-method hope", "cold method 'hope'"},
+      {"decode --tokens 10 --layers 0", "layers must be at least 1, got 0"},
+      {"report --cache-state hot", "cache state 'hot'"},
   };
   for (const auto& [args, message] : cases) {
     const CommandResult r = kvscope(args);
@@ -169,6 +213,8 @@ TEST(KvscopeReport, JsonCsvAndSvgFromASmallSweep) {
   ASSERT_EQ(j.size(), 2u * 2 * 2);  // tokens × (MHA, MQA: 4 heads have no GQA-8) × dtypes
   EXPECT_EQ(j[0]["n_kv_heads"], 4);
   EXPECT_EQ(j[0]["bytes_read_per_step"], 2 * 4 * 16 * 4 * 32);
+  EXPECT_EQ(j[0]["cache_state"], "cold");
+  EXPECT_EQ(j[0]["llc_bytes"], 1 << 20);
   std::FILE* file = std::fopen(svg.c_str(), "r");
   ASSERT_NE(file, nullptr);
   std::fclose(file);
@@ -183,8 +229,9 @@ TEST(KvscopeReport, JsonCsvAndSvgFromASmallSweep) {
 TEST(KvscopeReport, TextShowsTableExplanationAndMemory) {
   const CommandResult r = kvscope("report --heads 4 --d-head 16 --tokens 48 --steps 2 --threads 1");
   EXPECT_EQ(r.status, 0) << r.out;
-  for (const char* part : {"variant", "read GB/s", "MHA", "MQA", "recomputes only the new token",
-                           "Where the time goes", "peak RSS"}) {
+  for (const char* part :
+       {"variant", "read GB/s", "MHA", "MQA", "recomputes only the new token",
+        "Where the time goes", "peak RSS", "last-level cache", "cache state cold"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
   }
 }

@@ -33,8 +33,9 @@ CommandResult kvscope(const std::string& args) {
 TEST(KvscopeCompute, DecodeNamesTheUnitItRanOn) {
   if (!cpu_supports(Isa::avx512)) GTEST_SKIP() << "CPU lacks AVX-512";
   for (const char* mode : {"exact", "fast"}) {
-    const CommandResult r = kvscope(std::string("decode --json --kv-heads 1 --kv-dtype int8 ") +
-                                    "--tokens 300 --steps 2 --isa avx512 --compute " + mode);
+    const CommandResult r =
+        kvscope(std::string("decode --json --kv-heads 1 --kv-dtype int8 ") +
+                "--tokens 300 --steps 2 --cache-state warm --isa avx512 --compute " + mode);
     ASSERT_EQ(r.status, 0) << r.out;
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["compute"], mode);
@@ -47,6 +48,7 @@ TEST(KvscopeCompute, DecodeNamesTheUnitItRanOn) {
 TEST(KvscopeCompute, ReportRowsCarryUnitAndItsPeak) {
   const CommandResult r = kvscope(
       "report --json --no-layer --steps 1 --tokens 200 --kv-heads 1 --kv-dtypes f32,int8 "
+      "--cache-state warm "
       "--heads 8 --d-head 64");
   ASSERT_EQ(r.status, 0) << r.out;
   const nlohmann::json rows = nlohmann::json::parse(r.out);

@@ -37,6 +37,15 @@ std::vector<ReportRow> fixed_rows() {
         r.speed_of_light_seconds = 1e-3;
         r.fraction_of_speed_of_light = 0.5;
         r.bound = "memory";
+        r.layers = 4;
+        r.cache_bytes_all_layers = 4 * r.cache_bytes;
+        r.cache_state = CacheState::cold;
+        r.cold_method = "copies";
+        r.caches_allocated = 40;
+        r.llc_bytes = 32u << 20;
+        r.model_attn_seconds_median = 4 * r.attn_seconds_median;
+        r.model_attn_tokens_per_s = 1 / r.model_attn_seconds_median;
+        r.bytes_read_per_model_step = 4 * r.bytes_read_per_step;
         rows.push_back(r);
       }
     }
@@ -57,6 +66,14 @@ TEST(ReportOutput, JsonRowsHaveTheDocumentedFields) {
   EXPECT_EQ(j[1]["kv_dtype"], "int8");
   EXPECT_EQ(j[0]["isa"], "avx512");
   EXPECT_EQ(j[2]["variant"], "MQA");
+  for (const char* key :
+       {"cache_state", "llc_bytes", "cold_method", "caches_allocated", "model_attn_seconds_median",
+        "model_attn_tokens_per_s", "bytes_read_per_model_step"}) {
+    EXPECT_TRUE(j[0].contains(key)) << key;
+  }
+  EXPECT_EQ(j[0]["cache_state"], "cold");
+  EXPECT_EQ(j[0]["llc_bytes"], 32u << 20);
+  EXPECT_EQ(j[0]["caches_allocated"], 40);
 }
 
 TEST(ReportOutput, CsvHasHeaderAndOneLinePerRow) {
@@ -137,6 +154,22 @@ TEST(ReportOutput, ExplanationNamesRecomputedAndReReadWork) {
   EXPECT_NE(text.find("512 K rows"), std::string::npos) << text;
   EXPECT_NE(text.find("memory-bound"), std::string::npos) << text;
   EXPECT_NE(text.find("MQA f32 reads 32.0× fewer bytes"), std::string::npos) << text;
+}
+
+TEST(ReportOutput, ExplanationSaysWhetherTheModelsCacheFitsTheLastLevelCache) {
+  std::vector<ReportRow> rows = fixed_rows();  // MHA f32 at 512 tokens: 4 × 16.8 MB = 67 MB
+  std::string text = explain_cache_fit(rows);
+  EXPECT_NE(text.find("does not fit in the 34 MB last-level cache"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 layers"), std::string::npos) << text;
+  EXPECT_NE(text.find("cold figures are the truth"), std::string::npos) << text;
+  for (ReportRow& r : rows) r.llc_bytes = 512u << 20;
+  text = explain_cache_fit(rows);
+  EXPECT_NE(text.find("fits in the 537 MB last-level cache"), std::string::npos) << text;
+  EXPECT_NE(text.find("warm figures would be the truth"), std::string::npos) << text;
+  EXPECT_NE(explain_report(rows).find("last-level cache"), std::string::npos);
+  EXPECT_EQ(describe_cache_state(rows[0]).rfind("cold (40 caches cycled", 0), 0u);
+  rows[0].cache_state = CacheState::warm;
+  EXPECT_EQ(describe_cache_state(rows[0]).rfind("warm", 0), 0u);
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ TEST(DecodeTiming, CountsBytesAndStepsAndDerivesRates) {
                                                 .head_dim = 16,
                                                 .tokens = 300,
                                                 .kv_dtype = KvDtype::int8,
-                                                .steps = 5});
+                                                .steps = 5,
+                                                .llc_bytes = 1 << 20});
   EXPECT_EQ(t.step_seconds.size(), 5u);
   EXPECT_EQ(t.bytes_read_per_step, 2u * 2 * 16 * 300 + 2u * 2 * 4 * 300);  // K+V, scales
   EXPECT_LE(t.min_s, t.median_s);

@@ -32,7 +32,8 @@ TEST(ReportArithmetic, PeakBytesCountCacheReadBufferAndWeights) {
                   .kv_dtypes = {KvDtype::f32},
                   .hidden_size = 64,
                   .ffn_size = 128,
-                  .steps = 3};
+                  .steps = 3,
+                  .cache_state = CacheState::warm};
   const LayerConfig c({.hidden_size = 64,
                        .n_heads = 4,
                        .n_kv_heads = 4,
@@ -42,6 +43,44 @@ TEST(ReportArithmetic, PeakBytesCountCacheReadBufferAndWeights) {
   EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes());
   r.measure_layer = false;
   EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32));
+}
+
+TEST(Report, WarmReadsOnlyTheLayersCaches) {
+  const std::vector<ReportRow> rows = run_report({.n_heads = 4,
+                                                  .head_dim = 16,
+                                                  .tokens = {32},
+                                                  .kv_heads = {4},
+                                                  .kv_dtypes = {KvDtype::f32},
+                                                  .layers = 2,
+                                                  .measure_layer = false,
+                                                  .steps = 2,
+                                                  .cache_state = CacheState::warm,
+                                                  .llc_bytes = 256 << 10});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].cache_state, CacheState::warm);
+  EXPECT_EQ(rows[0].cold_method, "none");
+  EXPECT_EQ(rows[0].caches_allocated, 2u);
+}
+
+TEST(ReportArithmetic, ColdPeakBytesCountTheCopies) {
+  ReportRequest r{.n_heads = 4,
+                  .head_dim = 16,
+                  .tokens = {100},
+                  .kv_heads = {4},
+                  .kv_dtypes = {KvDtype::f32},
+                  .measure_layer = false,
+                  .steps = 3,
+                  .llc_bytes = 1 << 20};
+  const LayerConfig c({.hidden_size = 64,
+                       .n_heads = 4,
+                       .n_kv_heads = 4,
+                       .head_dim = 16,
+                       .ffn_size = 128,
+                       .capacity = 100 + 3 + 2});
+  const std::uint64_t cache = c.kv_cache_bytes(KvDtype::f32);
+  EXPECT_EQ(report_peak_bytes(r), ((2u << 20) / cache + 2) * cache);
+  r.cache_state = CacheState::warm;
+  EXPECT_EQ(report_peak_bytes(r), 2 * cache);
 }
 
 TEST(ReportArithmetic, ImpossibleShapesAreRefusedBeforeAllocating) {
@@ -67,7 +106,8 @@ TEST(Report, RowsCarryConsistentBytesFlopsAndRatios) {
                         .layers = 3,
                         .hidden_size = 64,
                         .ffn_size = 96,
-                        .steps = 2};
+                        .steps = 2,
+                        .llc_bytes = 256 << 10};
   const std::vector<ReportRow> rows = run_report(r);
   ASSERT_EQ(rows.size(), 8u);
   for (const ReportRow& row : rows) {
@@ -83,6 +123,14 @@ TEST(Report, RowsCarryConsistentBytesFlopsAndRatios) {
                                             row.read_bandwidth_gbps, row.fma_peak_gflops));
     EXPECT_GT(row.layer_tokens_per_s, 0.0);
     EXPECT_TRUE(row.bound == "memory" || row.bound == "compute");
+    // Cold by default: a step reads all 3 layers' caches, cycled among enough copies.
+    EXPECT_EQ(row.cache_state, CacheState::cold);
+    EXPECT_EQ(row.cold_method, "copies");
+    EXPECT_EQ(row.llc_bytes, 256u << 10);
+    EXPECT_GE(row.caches_allocated, 3u);
+    EXPECT_GT((row.caches_allocated - 1) * row.cache_bytes, 2 * row.llc_bytes);
+    EXPECT_EQ(row.bytes_read_per_model_step, 3 * row.bytes_read_per_step);
+    EXPECT_DOUBLE_EQ(row.attn_seconds_median, row.model_attn_seconds_median / 3);
   }
   EXPECT_EQ(rows[0].variant, "MHA");
   EXPECT_EQ(rows[2].variant, "MQA");
