@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -34,6 +35,8 @@ constexpr std::size_t kTokens = 1040;     // decode from position 1000 reads > 2
 constexpr std::size_t kPrefilled = 1000;  // then 40 decode steps
 // Prefill chunk sizes, cycled until kPrefilled tokens are in the cache.
 constexpr std::size_t kChunks[] = {64, 1, 3, 65};
+
+void PrintTo(const Attn& a, std::ostream* os) { *os << a.name; }
 
 LayerShape shape_of(const Attn& a) {
   return {.hidden_size = 48,
