@@ -20,6 +20,13 @@
 
 namespace kvscope::test {
 
+// Set by tests/CMakeLists.txt in the sanitizer build, where sweeps take fewer shapes.
+#ifdef KVSCOPE_TESTS_UNDER_SANITIZERS
+inline constexpr bool kUnderSanitizers = true;
+#else
+inline constexpr bool kUnderSanitizers = false;
+#endif
+
 // Runs one ISA's instantiation directly (scalar: the reference).
 inline void run_isa(Isa isa, const AttentionProblem& p, int threads) {
   switch (isa) {
