@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "engine/layer_weights.hpp"
@@ -47,7 +48,11 @@ TEST(DnnlMatmul, MatchesFloat64ReferenceAndCachesPrimitives) {
   }
 }
 
-TEST(Projector, EveryPathAgrees) {
+class Projector : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(Projector, EveryPathAgrees) {
+  const Isa isa = GetParam();
+  if (!cpu_supports(isa)) GTEST_SKIP() << "CPU lacks " << to_string(isa);
   const std::size_t k = 40, n = 24;
   for (std::size_t m : {1, 6}) {
     std::vector<float> x(m * k), w(n * k);
@@ -55,21 +60,22 @@ TEST(Projector, EveryPathAgrees) {
     fill_uniform(w, 2, -1.0f, 1.0f);
     std::vector<double> want, scale;
     reference(x, w, m, k, n, want, scale);
-    for (Isa isa : {Isa::scalar, Isa::sse2, Isa::avx2, Isa::avx512}) {
-      if (!cpu_supports(isa)) continue;
-      Projector project(isa, 2);
-      std::vector<float> y(m * n);
-      project(x.data(), w.data(), m, k, n, y.data());
-      for (std::size_t i = 0; i < m * n; ++i) {
-        EXPECT_NEAR(y[i], want[i], 1e-6 * scale[i]) << to_string(isa) << " m=" << m;
-      }
-      // The scalar reference never touches oneDNN.
-      if (isa == Isa::scalar) {
-        EXPECT_EQ(project.dnnl().cached_primitives(), 0u);
-      }
+    kvscope::Projector project(isa, 2);
+    std::vector<float> y(m * n);
+    project(x.data(), w.data(), m, k, n, y.data());
+    for (std::size_t i = 0; i < m * n; ++i) {
+      EXPECT_NEAR(y[i], want[i], 1e-6 * scale[i]) << "m=" << m;
+    }
+    // The scalar reference never touches oneDNN.
+    if (isa == Isa::scalar) {
+      EXPECT_EQ(project.dnnl().cached_primitives(), 0u);
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryIsa, Projector,
+                         ::testing::Values(Isa::scalar, Isa::sse2, Isa::avx2, Isa::avx512),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 }  // namespace
 }  // namespace kvscope

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "engine/layer_weights.hpp"
@@ -110,6 +113,47 @@ TEST(KvCache, ReducedPrecisionRoundTripWithinTheFormatStep) {
                               : dtype == KvDtype::bf16 ? std::fabs(src[j]) * 0x1p-8f
                                                        : absmax / 254.0f * 1.0001f;
           EXPECT_LE(std::fabs(got[j] - src[j]), bound) << to_string(dtype) << " j=" << j;
+        }
+      }
+    }
+  }
+}
+
+// A cache filled in many calls (chunks of 1, 3, 64 and 65 tokens, as a prefill followed by
+// decode steps fills it) stores exactly what one call stores: every K and V byte and, for
+// int8, every scale at its own (head, position) slot. A scale written at the row index
+// within the call instead of the position in the cache, or past the previous tokens, differs.
+TEST(KvCache, AppendedInManyCallsEqualsOneCallForEveryType) {
+  const std::size_t n_kv = 3, d = 24, tokens = 3 + 64 + 1 + 65 + 1 + 3 + 1;  // 138
+  const std::size_t chunks[] = {3, 64, 1, 65, 1, 3, 1};
+  const std::vector<float> k = random_rows(tokens * n_kv * d, 21);
+  const std::vector<float> v = random_rows(tokens * n_kv * d, 22);
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {
+    SCOPED_TRACE(std::string(to_string(dtype)));
+    KvCache whole(n_kv, d, tokens + 5, dtype), pieces(n_kv, d, tokens + 5, dtype);
+    whole.append(k.data(), v.data(), tokens);
+    std::size_t done = 0;
+    for (std::size_t n : chunks) {
+      pieces.append(k.data() + done * n_kv * d, v.data() + done * n_kv * d, n);
+      done += n;
+      EXPECT_EQ(pieces.size(), done);
+    }
+    ASSERT_EQ(done, tokens);
+    const KvView a = whole.view(), b = pieces.view();
+    for (std::size_t h = 0; h < n_kv; ++h) {
+      for (std::size_t pos = 0; pos < tokens; ++pos) {
+        EXPECT_EQ(0, std::memcmp(a.k_row(h, pos), b.k_row(h, pos), a.row_bytes()))
+            << "K head " << h << " pos " << pos;
+        EXPECT_EQ(0, std::memcmp(a.v_row(h, pos), b.v_row(h, pos), a.row_bytes()))
+            << "V head " << h << " pos " << pos;
+        EXPECT_EQ(a.k_row_scale(h, pos), b.k_row_scale(h, pos)) << "head " << h << " pos " << pos;
+        EXPECT_EQ(a.v_row_scale(h, pos), b.v_row_scale(h, pos)) << "head " << h << " pos " << pos;
+        if (kv_has_scales(dtype)) {
+          // Each scale is its own row's absmax / 127 (rows differ, so a neighbour's is wrong).
+          const float* src = k.data() + (pos * n_kv + h) * d;
+          float absmax = 0;
+          for (std::size_t j = 0; j < d; ++j) absmax = std::max(absmax, std::fabs(src[j]));
+          EXPECT_FLOAT_EQ(b.k_row_scale(h, pos), absmax / 127) << "head " << h << " pos " << pos;
         }
       }
     }

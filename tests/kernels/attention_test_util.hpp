@@ -20,6 +20,13 @@
 
 namespace kvscope::test {
 
+// Set by tests/CMakeLists.txt in the sanitizer build, where sweeps take fewer shapes.
+#ifdef KVSCOPE_TESTS_UNDER_SANITIZERS
+inline constexpr bool kUnderSanitizers = true;
+#else
+inline constexpr bool kUnderSanitizers = false;
+#endif
+
 // Runs one ISA's instantiation directly (scalar: the reference).
 inline void run_isa(Isa isa, const AttentionProblem& p, int threads) {
   switch (isa) {
@@ -34,8 +41,29 @@ inline void run_isa(Isa isa, const AttentionProblem& p, int threads) {
   }
 }
 
-// A random attention problem: q, k, v uniform, q in (−2, 2) so that softmax is peaked enough
-// to matter, k and v in (−1, 1); `capacity` ≥ tokens leaves unused rows after the data.
+// What the random rows look like.
+//   uniform:  q in (−2, 2), k and v in (−1, 1): softmax peaked enough for weights to matter.
+//   outliers: as uniform, but channels 1 and head_dim − 2 of k and v ×8, as the few large
+//             channels of real models' keys: they set every int8 row scale (coarse steps
+//             for the other channels) and dominate the scores.
+//   peaked:   as uniform with q ×6: scores spread over tens of units, so softmax puts nearly
+//             all weight on a few keys and the running max jumps between blocks.
+enum class Data { uniform, outliers, peaked };
+
+inline const char* to_string(Data data) {
+  switch (data) {
+    case Data::uniform:
+      return "uniform";
+    case Data::outliers:
+      return "outliers";
+    case Data::peaked:
+      return "peaked";
+  }
+  return "?";
+}
+
+// A random attention problem of the given Data kind; `capacity` ≥ tokens leaves unused rows
+// after the data. The cache is filled in one call.
 struct RandomProblem {
   std::size_t n_heads, n_kv_heads, head_dim, first_pos, n_queries;
   std::vector<float> q, k, v;  // q [n_queries × n_heads × d]; k, v [tokens × n_kv × d]
@@ -43,7 +71,7 @@ struct RandomProblem {
 
   RandomProblem(std::size_t n_heads_, std::size_t n_kv_heads_, std::size_t head_dim_,
                 std::size_t first_pos_, std::size_t n_queries_, KvDtype dtype, unsigned seed,
-                float value_scale = 1.0f)
+                float value_scale = 1.0f, Data data = Data::uniform)
       : n_heads(n_heads_),
         n_kv_heads(n_kv_heads_),
         head_dim(head_dim_),
@@ -59,6 +87,14 @@ struct RandomProblem {
     for (float& x : q) x = 2.0f * unit(rng);
     for (float& x : k) x = unit(rng);
     for (float& x : v) x = value_scale * unit(rng);
+    if (data == Data::outliers) {
+      for (std::size_t i = 0; i < k.size(); ++i) {
+        const std::size_t j = i % head_dim;
+        if (j == 1 || j + 2 == head_dim) k[i] *= 8.0f, v[i] *= 8.0f;
+      }
+    } else if (data == Data::peaked) {
+      for (float& x : q) x *= 6.0f;
+    }
     cache.append(k.data(), v.data(), tokens);
   }
 
