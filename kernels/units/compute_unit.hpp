@@ -25,10 +25,12 @@ std::string_view to_string(ComputeUnit unit);  // "fp32-fma", "vnni-int8", "avx5
 ComputeMode parse_compute_mode(std::string_view name);
 
 // Query vectors that must share each key block for a dot unit to pay: its kernels transpose
-// and interleave every block once for all of them. Measured on AMD Zen 5 (1 thread, 32,768
-// tokens, d_head 128), against the widening kernel: 1 query (MHA decode) runs 1.8× slower,
-// 4 (GQA-8) about even, 8 and 32 (GQA-4, MQA) 1.4–2× faster.
-inline constexpr std::size_t kDotUnitMinSharing = 4;
+// and interleave every block once for all of them. Measured on AMD Zen 5 (Turin-like VM,
+// 32,768 tokens, d_head 128, warm cache), decode step against the widening kernel:
+//   1 query (MHA):  1.8× slower;
+//   4 (GQA-8):      int8 0.8–1.1×, bf16 0.8–1.0× (1 and 2 threads) — no gain;
+//   8, 16 (GQA-4, GQA-2): 1.6–2.6× faster; 32 (MQA): int8 2.8×, bf16 2.1× faster (2 threads).
+inline constexpr std::size_t kDotUnitMinSharing = 8;
 
 // The unit attend() uses for a cache of `dtype` on `isa` in `mode` on this CPU, when
 // `sharing` query vectors read each key block (decode: heads per kv head; prefill: that

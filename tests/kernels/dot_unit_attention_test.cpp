@@ -208,11 +208,11 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   if (!cpu_supports(Isa::avx512)) GTEST_SKIP() << "CPU lacks AVX-512";
   for (KvDtype dtype : {KvDtype::int8, KvDtype::bf16, KvDtype::f32}) {
     SCOPED_TRACE(std::string(to_string(dtype)));
-    const RandomProblem rp(8, 2, 64, 300, 1, dtype, 9);
+    const RandomProblem rp(16, 2, 64, 300, 1, dtype, 9);  // 8 queries per kv head
     std::vector<float> via_attend(rp.out_size()), direct(rp.out_size()), exact(rp.out_size()),
         widening(rp.out_size());
     attend(rp.problem(via_attend.data()), Isa::avx512, 2, ComputeMode::fast);
-    const ComputeUnit unit = attention_compute_unit(dtype, Isa::avx512, ComputeMode::fast, 4);
+    const ComputeUnit unit = attention_compute_unit(dtype, Isa::avx512, ComputeMode::fast, 8);
     if (unit == ComputeUnit::fp32_fma) {
       run_isa(Isa::avx512, rp.problem(direct.data()), 2);
     } else {
@@ -228,9 +228,11 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
             attention_compute_unit(KvDtype::int8, Isa::avx2, ComputeMode::fast, 32));
   EXPECT_EQ(ComputeUnit::fp32_fma,
             attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::exact, 32));
-  // One query per key block (MHA decode): the tiles do not pay, the widening kernel runs.
+  // Fewer than 8 queries per key block (MHA, GQA-8 decode): the tiles do not pay.
   EXPECT_EQ(ComputeUnit::fp32_fma,
             attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 1));
+  EXPECT_EQ(ComputeUnit::fp32_fma,
+            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 4));
   EXPECT_EQ(cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma,
             attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 32));
 }
