@@ -3,7 +3,8 @@
 // register blocking so that each loaded key/value chunk serves several queries:
 //   scores: QM queries × KM keys per micro-tile (QM·KM = W partial-sum vectors, lanes along
 //           head_dim), reduced by a single haddp into the W scores of the tile;
-//   p·V:    2 queries × NV value chunks of accumulators, one value load feeding 2 FMAs.
+//   p·V:    4 (or 2) queries × NV value chunks of accumulators, one value load feeding 4
+//           FMAs.
 // Softmax is attention_block.hpp's online update, per query.
 //
 // Include only from ISA-flagged translation units (kernels/arch/).
@@ -81,58 +82,66 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
   }
 }
 
-// acc_a, acc_b [c0·W, (c0+NV)·W) += Σ_{t<n} p_a[t] · v_t, p_b[t] · v_t (p is 0 past a
-// query's visible rows, so one n serves both).
-template <class A, KvDtype D, int NV>
-void multi_pv_pair(const float* pa, const float* pb, const elem_t<D>* v, std::size_t stride,
-                   std::size_t n, std::size_t c0, float* acc_a, float* acc_b,
-                   const elem_t<D>* v_next, std::size_t n_next) {
+// acc_q [c0·W, (c0+NV)·W) += Σ_{t<n} p_q[t] · v_t for Q queries at once, so that one value
+// load feeds Q FMAs (p is 0 past a query's visible rows, so one n serves all).
+template <class A, KvDtype D, int NV, int Q>
+void multi_pv_group(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
+                    std::size_t c0, float* const* acc, const elem_t<D>* v_next,
+                    std::size_t n_next) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
-  B a[NV], b[NV];
-  for (int j = 0; j < NV; ++j) {
-    a[j] = B::load_aligned(acc_a + (c0 + j) * W);
-    b[j] = B::load_aligned(acc_b + (c0 + j) * W);
+  B a[Q][NV];
+#pragma GCC unroll 4
+  for (int q = 0; q < Q; ++q) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) a[q][j] = B::load_aligned(acc[q] + (c0 + j) * W);
   }
   const elem_t<D>* col = v + c0 * W;
   for (std::size_t t = 0; t < n; ++t) {
-    const B wa(pa[t]), wb(pb[t]);
+    B w[Q];
+#pragma GCC unroll 4
+    for (int q = 0; q < Q; ++q) w[q] = B(p[q][t]);
     const elem_t<D>* row = col + t * stride;
     if (t < n_next) prefetch_row(v_next + t * stride, stride);
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) {
       const B x = load_elems<D, A>(row + j * W);
-      a[j] = xsimd::fma(wa, x, a[j]);
-      b[j] = xsimd::fma(wb, x, b[j]);
+#pragma GCC unroll 4
+      for (int q = 0; q < Q; ++q) a[q][j] = xsimd::fma(w[q], x, a[q][j]);
     }
   }
-  for (int j = 0; j < NV; ++j) {
-    a[j].store_aligned(acc_a + (c0 + j) * W);
-    b[j].store_aligned(acc_b + (c0 + j) * W);
+#pragma GCC unroll 4
+  for (int q = 0; q < Q; ++q) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) a[q][j].store_aligned(acc[q] + (c0 + j) * W);
   }
 }
 
-// v_next: rows [0, n_next) to prefetch, during the first lane group only.
-template <class A, KvDtype D>
-void multi_pv(const float* pa, const float* pb, const elem_t<D>* v, std::size_t stride,
-              std::size_t n, std::size_t nv, float* acc_a, float* acc_b, const elem_t<D>* v_next,
-              std::size_t n_next) {
-  constexpr int NV = MultiTile<A>::PV_NV;
+// Q queries' p·V over all nv value chunks, in register groups of NV = PV_NV · 2 / Q, …, 1
+// vectors (Q · NV accumulators). v_next: rows [0, n_next) to prefetch, first group only.
+template <class A, KvDtype D, int Q>
+void multi_pv(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
+              std::size_t nv, float* const* acc, const elem_t<D>* v_next, std::size_t n_next) {
+  constexpr int NV = MultiTile<A>::PV_NV * 2 / Q;
   std::size_t c = 0;
   for (; c + NV <= nv; c += NV, n_next = 0) {
-    multi_pv_pair<A, D, NV>(pa, pb, v, stride, n, c, acc_a, acc_b, v_next, n_next);
+    multi_pv_group<A, D, NV, Q>(p, v, stride, n, c, acc, v_next, n_next);
   }
   if constexpr (NV > 4) {
     if (c + 4 <= nv) {
-      multi_pv_pair<A, D, 4>(pa, pb, v, stride, n, c, acc_a, acc_b, v_next, n_next);
+      multi_pv_group<A, D, 4, Q>(p, v, stride, n, c, acc, v_next, n_next);
       c += 4, n_next = 0;
     }
   }
-  if (c + 2 <= nv) {
-    multi_pv_pair<A, D, 2>(pa, pb, v, stride, n, c, acc_a, acc_b, v_next, n_next);
-    c += 2, n_next = 0;
+  if constexpr (NV > 2) {
+    if (c + 2 <= nv) {
+      multi_pv_group<A, D, 2, Q>(p, v, stride, n, c, acc, v_next, n_next);
+      c += 2, n_next = 0;
+    }
   }
-  if (c < nv) multi_pv_pair<A, D, 1>(pa, pb, v, stride, n, c, acc_a, acc_b, v_next, n_next);
+  for (; c < nv; ++c, n_next = 0) {
+    multi_pv_group<A, D, 1, Q>(p, v, stride, n, c, acc, v_next, n_next);
+  }
 }
 
 // Query states st[0, count) attend to one key block. s, p: scratch of count × s_stride
@@ -151,20 +160,28 @@ void attend_block_multi(QueryState* st, std::size_t count, const KeyBlock<D>& bl
   for (std::size_t i = 0; i < live; ++i) {
     softmax_update<A>(*active[i], s + i * s_stride, n[i], blk.v_scale, nv, p + i * s_stride);
   }
-  std::size_t i = 0;
-  for (; i + 2 <= live; i += 2) {
-    const std::size_t rows = n[i] > n[i + 1] ? n[i] : n[i + 1];
-    // The shorter row's weights are 0 only up to round_up(its n, W): clear the rest.
-    for (std::size_t j : {i, i + 1}) {
+  // p·V four queries at a time (one value load feeds 4 FMAs: with 2, streaming the value
+  // block from L2 bounded MQA), then a pair, then one.
+  const auto group = [&]<int Q>(std::size_t i) {
+    std::size_t rows = 0;
+    for (std::size_t j = i; j < i + Q; ++j) rows = n[j] > rows ? n[j] : rows;
+    const float* pq[Q];
+    float* accq[Q];
+    for (std::size_t j = i; j < i + Q; ++j) {
+      // A shorter row's weights are 0 only up to round_up(its n, W): clear the rest.
       float* pj = p + j * s_stride;
       for (std::size_t t = (n[j] + MultiTile<A>::W - 1) / MultiTile<A>::W * MultiTile<A>::W;
            t < rows; ++t) {
         pj[t] = 0.0f;
       }
+      pq[j - i] = pj;
+      accq[j - i] = active[j]->acc;
     }
-    multi_pv<A, D>(p + i * s_stride, p + (i + 1) * s_stride, blk.v, blk.stride, rows, nv,
-                   active[i]->acc, active[i + 1]->acc, blk.v_next, i == 0 ? blk.n_next : 0);
-  }
+    multi_pv<A, D, Q>(pq, blk.v, blk.stride, rows, nv, accq, blk.v_next, i == 0 ? blk.n_next : 0);
+  };
+  std::size_t i = 0;
+  for (; i + 4 <= live; i += 4) group.template operator()<4>(i);
+  if (i + 2 <= live) group.template operator()<2>(i), i += 2;
   if (i < live) {
     block_pv<A, D>(p + i * s_stride, blk.v, blk.stride, n[i], nv, active[i]->acc, blk.v_next,
                    i == 0 ? blk.n_next : 0);
