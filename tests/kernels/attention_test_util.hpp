@@ -48,7 +48,10 @@ inline void run_isa(Isa isa, const AttentionProblem& p, int threads) {
 //             for the other channels) and dominate the scores.
 //   peaked:   as uniform with q ×6: scores spread over tens of units, so softmax puts nearly
 //             all weight on a few keys and the running max jumps between blocks.
-enum class Data { uniform, outliers, peaked };
+//   ragged:   as outliers, and every key and value row × e^N(0,1) (token norms differ, so
+//             int8 row scales differ from token to token) and q biased by +0.5 (so the sum of
+//             a query's int8 values is large, as VNNI's unsigned-key bias needs to show).
+enum class Data { uniform, outliers, peaked, ragged };
 
 inline const char* to_string(Data data) {
   switch (data) {
@@ -58,6 +61,8 @@ inline const char* to_string(Data data) {
       return "outliers";
     case Data::peaked:
       return "peaked";
+    case Data::ragged:
+      return "ragged";
   }
   return "?";
 }
@@ -87,11 +92,20 @@ struct RandomProblem {
     for (float& x : q) x = 2.0f * unit(rng);
     for (float& x : k) x = unit(rng);
     for (float& x : v) x = value_scale * unit(rng);
-    if (data == Data::outliers) {
+    if (data == Data::outliers || data == Data::ragged) {
       for (std::size_t i = 0; i < k.size(); ++i) {
         const std::size_t j = i % head_dim;
         if (j == 1 || j + 2 == head_dim) k[i] *= 8.0f, v[i] *= 8.0f;
       }
+    }
+    if (data == Data::ragged) {
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (std::size_t row = 0; row < k.size() / head_dim; ++row) {
+        const float kf = std::exp(normal(rng)) / 4.0f, vf = std::exp(normal(rng));
+        for (std::size_t j = 0; j < head_dim; ++j) k[row * head_dim + j] *= kf;
+        for (std::size_t j = 0; j < head_dim; ++j) v[row * head_dim + j] *= vf;
+      }
+      for (float& x : q) x = 0.5f + x / 2.0f;
     } else if (data == Data::peaked) {
       for (float& x : q) x *= 6.0f;
     }

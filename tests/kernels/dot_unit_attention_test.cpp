@@ -1,6 +1,7 @@
 // The dot-product units (AVX-512 VNNI for int8 caches, AVX512-BF16 for bf16 caches), called
 // directly, against the scalar reference, for decode and prefill, MHA/GQA/MQA, head sizes
-// with tails, uniform and outlier data, and 1–3 threads bitwise equal. Two checks:
+// with tails, uniform and ragged data (attention_test_util.hpp), and 1–3 threads bitwise
+// equal. Two checks:
 //
 // 1. The kernel computes what it claims. A unit rounds the query (int8 against its absmax, or
 //    bf16) and the softmax weights; the reference is given the same rounded query, so the two
@@ -49,52 +50,6 @@ struct Case {
   std::size_t head_dim, first_pos, n_queries;
 };
 
-// Data that uniform noise misses: key and value rows whose magnitudes differ from token to
-// token (a factor e^N(0,1), so int8 row scales differ), two outlier channels 8× the rest, and
-// queries with a mean of +0.5 (so Σ q8 is large and a wrong unsigned-key bias shows).
-struct OutlierProblem {
-  std::size_t n_heads, n_kv_heads, head_dim, first_pos, n_queries;
-  std::vector<float> q, k, v;
-  KvCache cache;
-
-  OutlierProblem(std::size_t n_heads_, std::size_t n_kv_heads_, std::size_t head_dim_,
-                 std::size_t first_pos_, std::size_t n_queries_, KvDtype dtype, unsigned seed)
-      : n_heads(n_heads_),
-        n_kv_heads(n_kv_heads_),
-        head_dim(head_dim_),
-        first_pos(first_pos_),
-        n_queries(n_queries_),
-        cache(n_kv_heads_, head_dim_, first_pos_ + n_queries_, dtype) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    const std::size_t tokens = first_pos + n_queries, d = head_dim;
-    q.resize(n_queries * n_heads * d);
-    k.resize(tokens * n_kv_heads * d);
-    v.resize(k.size());
-    for (float& x : q) x = 0.5f + unit(rng);
-    for (std::size_t row = 0; row < tokens * n_kv_heads; ++row) {
-      const float kf = std::exp(normal(rng)), vf = std::exp(normal(rng));
-      for (std::size_t j = 0; j < d; ++j) {
-        const float outlier = j == 1 || j == d / 2 ? 8.0f : 1.0f;
-        k[row * d + j] = kf * outlier * unit(rng) / 4.0f;
-        v[row * d + j] = vf * outlier * unit(rng);
-      }
-    }
-    cache.append(k.data(), v.data(), tokens);
-  }
-
-  AttentionProblem problem(float* out) const {
-    return {.q = q.data(),
-            .n_queries = n_queries,
-            .first_pos = first_pos,
-            .n_heads = n_heads,
-            .kv = cache.view(),
-            .out = out};
-  }
-  std::size_t out_size() const { return n_queries * n_heads * head_dim; }
-};
-
 std::vector<Case> cases(std::initializer_list<std::size_t> head_dims) {
   std::vector<Case> out;
   for (std::size_t d : head_dims) {
@@ -134,8 +89,7 @@ using Param = std::tuple<ComputeUnit, std::size_t>;  // unit, query heads per kv
 
 class DotUnitAttention : public ::testing::TestWithParam<Param> {};
 
-template <class Problem>
-void check_unit(ComputeUnit unit, std::size_t group, const std::vector<Case>& cases) {
+void check_unit(ComputeUnit unit, std::size_t group, Data data, const std::vector<Case>& cases) {
   const KvDtype dtype = dtype_of(unit);
   const std::size_t n_kv = group == 32 ? 1 : 2;
   const std::size_t n_heads = n_kv * group;
@@ -144,9 +98,12 @@ void check_unit(ComputeUnit unit, std::size_t group, const std::vector<Case>& ca
   for (const Case& c : cases) {
     SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", first_pos " +
                  std::to_string(c.first_pos) + ", n_queries " + std::to_string(c.n_queries));
-    const Problem truth(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, KvDtype::f32, seed);
-    const Problem rp(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed);
-    Problem rounded_q(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed++);
+    const RandomProblem truth(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, KvDtype::f32,
+                              seed, 1.0f, data);
+    const RandomProblem rp(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed, 1.0f,
+                           data);
+    RandomProblem rounded_q(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed++,
+                            1.0f, data);
     round_query_as_unit(unit, rounded_q.q, c.head_dim);
     std::vector<float> want(rp.out_size()), exact(rp.out_size()), fast(rp.out_size()),
         fast2(rp.out_size(), -1.0f), fast3(rp.out_size(), -2.0f), same_q(rp.out_size());
@@ -180,16 +137,15 @@ void check_unit(ComputeUnit unit, std::size_t group, const std::vector<Case>& ca
   std::printf(
       "%s group %zu, %s data: kernel vs same-rounding reference %.2g max|v|; fast / format "
       "error: RMS %.3g, worst single problem %.3g\n",
-      std::string(to_string(unit)).c_str(), group,
-      std::is_same_v<Problem, RandomProblem> ? "uniform" : "outlier", worst_kernel, rms_ratio,
+      std::string(to_string(unit)).c_str(), group, to_string(data), worst_kernel, rms_ratio,
       worst_ratio);
 }
 
 TEST_P(DotUnitAttention, WithinTwiceTheFormatErrorOfTheExactPath) {
   const auto [unit, group] = GetParam();
   if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
-  check_unit<RandomProblem>(unit, group, cases({24, 40, 80, 128, 136, 256}));
-  check_unit<OutlierProblem>(unit, group, cases({40, 128}));
+  check_unit(unit, group, Data::uniform, cases({24, 40, 80, 128, 136, 256}));
+  check_unit(unit, group, Data::ragged, cases({40, 128}));
 }
 
 INSTANTIATE_TEST_SUITE_P(
