@@ -365,59 +365,49 @@ float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_
 template <KvDtype D, int NV, int Q>
 void dot_pv(const std::int32_t* const* w, const float* scale, float* const* acc,
             const std::int32_t* vt, std::size_t acc_vectors, std::size_t c0, std::size_t n_groups) {
-  if constexpr (D == KvDtype::int8) {
-    __m512i sum[Q][NV];
+  // int8 sums the block in int32 from 0 and scales once; bf16 sums straight into acc in f32.
+  using Acc = typename DotAcc<D>::type;
+  Acc sum[Q][NV];
 #pragma GCC unroll 8
-    for (int q = 0; q < Q; ++q) {
+  for (int q = 0; q < Q; ++q) {
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) sum[q][v] = _mm512_setzero_si512();
-    }
-    for (std::size_t rg = 0; rg < n_groups; ++rg) {
-      const std::int32_t* col = vt + (rg * acc_vectors + c0) * 16;
-      __m512i wq[Q];
-#pragma GCC unroll 8
-      for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rg]);
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) {
-        const __m512i x = _mm512_load_si512(col + v * 16);
-#pragma GCC unroll 8
-        for (int q = 0; q < Q; ++q) sum[q][v] = dot_u8s8(sum[q][v], wq[q], x);
+    for (int v = 0; v < NV; ++v) {
+      if constexpr (D == KvDtype::int8) {
+        sum[q][v] = _mm512_setzero_si512();
+      } else {
+        sum[q][v] = _mm512_load_ps(acc[q] + (c0 + v) * 16);
       }
     }
+  }
+  for (std::size_t rg = 0; rg < n_groups; ++rg) {
+    const std::int32_t* col = vt + (rg * acc_vectors + c0) * 16;
+    __m512i wq[Q];
 #pragma GCC unroll 8
-    for (int q = 0; q < Q; ++q) {
-      const __m512 sc = _mm512_set1_ps(scale[q]);
+    for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rg]);
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) {
-        float* a = acc[q] + (c0 + v) * 16;
-        _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[q][v]), sc, _mm512_load_ps(a)));
-      }
-    }
-  } else {
-    __m512 sum[Q][NV];
+    for (int v = 0; v < NV; ++v) {
+      const __m512i x = _mm512_load_si512(col + v * 16);
 #pragma GCC unroll 8
-    for (int q = 0; q < Q; ++q) {
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) sum[q][v] = _mm512_load_ps(acc[q] + (c0 + v) * 16);
-    }
-    for (std::size_t rg = 0; rg < n_groups; ++rg) {
-      const std::int32_t* col = vt + (rg * acc_vectors + c0) * 16;
-      __m512i wq[Q];
-#pragma GCC unroll 8
-      for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rg]);
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) {
-        const __m512i x = _mm512_load_si512(col + v * 16);
-#pragma GCC unroll 8
-        for (int q = 0; q < Q; ++q) {
+      for (int q = 0; q < Q; ++q) {
+        if constexpr (D == KvDtype::int8) {
+          sum[q][v] = dot_u8s8(sum[q][v], wq[q], x);
+        } else {
           sum[q][v] = dot_bf16(sum[q][v], x, wq[q]);
         }
       }
     }
+  }
 #pragma GCC unroll 8
-    for (int q = 0; q < Q; ++q) {
+  for (int q = 0; q < Q; ++q) {
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) _mm512_store_ps(acc[q] + (c0 + v) * 16, sum[q][v]);
+    for (int v = 0; v < NV; ++v) {
+      float* a = acc[q] + (c0 + v) * 16;
+      if constexpr (D == KvDtype::int8) {
+        _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[q][v]), _mm512_set1_ps(scale[q]),
+                                           _mm512_load_ps(a)));
+      } else {
+        _mm512_store_ps(a, sum[q][v]);
+      }
     }
   }
 }
