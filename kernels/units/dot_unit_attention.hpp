@@ -177,6 +177,13 @@ void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
   }
 }
 
+// Lanes [0, n − first) of a 16-key vector starting at key `first`.
+inline __mmask16 lanes_below(std::size_t n, std::size_t first) {
+  return n >= first + 16 ? __mmask16(0xffff)
+         : n > first     ? __mmask16((1u << (n - first)) - 1)
+                         : __mmask16(0);
+}
+
 // One query prepared for the unit: 32-bit groups of its quantized or rounded elements.
 struct DotQuery {
   std::int32_t* groups = nullptr;  // [segments · 16]
@@ -190,18 +197,24 @@ void pack_query(const float* q, const DotGeometry<D>& geo, DotQuery& out) {
   auto* bytes = reinterpret_cast<std::uint8_t*>(out.groups);
   for (std::size_t i = 0; i < geo.segments * 64; ++i) bytes[i] = 0;
   if constexpr (D == KvDtype::int8) {
-    float amax = 0.0f;
-    for (std::size_t j = 0; j < geo.d; ++j) amax = std::fabs(q[j]) > amax ? std::fabs(q[j]) : amax;
+    __m512 vmax = _mm512_setzero_ps();
+    for (std::size_t j = 0; j < geo.d; j += 16) {
+      vmax =
+          _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j)));
+    }
+    const float amax = _mm512_reduce_max_ps(vmax);
     out.scale = amax / 127.0f;
     out.offset = 0;
     if (amax == 0.0f) return;  // all-zero query: every score 0, q8 = 0
-    const float inv = 127.0f / amax;
-    std::int32_t sum = 0;
-    for (std::size_t j = 0; j < geo.d; ++j) {
-      const auto q8 = static_cast<std::int8_t>(std::nearbyint(q[j] * inv));
-      bytes[j] = static_cast<std::uint8_t>(q8);
-      sum += q8;
+    const __m512 inv = _mm512_set1_ps(127.0f / amax);
+    __m512i vsum = _mm512_setzero_si512();
+    for (std::size_t j = 0; j < geo.d; j += 16) {  // lanes past d load 0 and store 0
+      const __m512 x = _mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j);
+      const __m512i q8 = _mm512_cvtps_epi32(_mm512_mul_ps(x, inv));  // round to nearest even
+      vsum = _mm512_add_epi32(vsum, q8);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(bytes + j), _mm512_cvtsepi32_epi8(q8));
     }
+    const int sum = _mm512_reduce_add_epi32(vsum);  // |Σ| ≤ 127 · d: no overflow
     out.offset = 128 * sum;
   } else {
     out.scale = 1.0f;
@@ -209,13 +222,6 @@ void pack_query(const float* q, const DotGeometry<D>& geo, DotQuery& out) {
     auto* halves = reinterpret_cast<std::uint16_t*>(out.groups);
     for (std::size_t j = 0; j < geo.d; ++j) halves[j] = f32_to_bf16_bits(q[j]);
   }
-}
-
-// Lanes [0, n − first) of a 16-key vector starting at key `first`.
-inline __mmask16 lanes_below(std::size_t n, std::size_t first) {
-  return n >= first + 16 ? __mmask16(0xffff)
-         : n > first     ? __mmask16((1u << (n - first)) - 1)
-                         : __mmask16(0);
 }
 
 // −inf in lanes [n − first, 16) of a 16-key vector starting at key `first`.
