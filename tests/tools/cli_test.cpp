@@ -8,27 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/kvscope_command.hpp"
+
 namespace {
 
-struct CommandResult {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-// A 1 MiB last-level cache keeps cold runs of the small test shapes to a few MB of copies
-// (the real one can be hundreds of MiB). A caller's own setting wins.
-const bool small_llc = ::setenv("KVSCOPE_LLC_BYTES", "1M", /*overwrite=*/0) == 0;
-
-CommandResult kvscope(const std::string& args) {
-  const char* bin = std::getenv("KVSCOPE_BIN");
-  const std::string command = std::string(bin ? bin : KVSCOPE_BIN_DEFAULT) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buffer;
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) out += buffer.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using kvscope::test::CommandResult;
+using kvscope::test::kvscope;
+using kvscope::test::small_llc;
 
 nlohmann::json json_of(const std::string& args) {
   const CommandResult r = kvscope(args);

@@ -10,25 +10,10 @@
 #include <string>
 
 #include "kernels/units/compute_unit.hpp"
+#include "support/kvscope_command.hpp"
 
 namespace kvscope::test {
 namespace {
-
-struct CommandResult {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-CommandResult kvscope(const std::string& args) {
-  const char* bin = std::getenv("KVSCOPE_BIN");
-  const std::string command = std::string(bin ? bin : KVSCOPE_BIN_DEFAULT) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buffer;
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) out += buffer.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 TEST(KvscopeCompute, DecodeNamesTheUnitItRanOn) {
   if (!cpu_supports(Isa::avx512)) GTEST_SKIP() << "CPU lacks AVX-512";
