@@ -1,0 +1,141 @@
+#pragma once
+// The tiles the dot-unit kernels (dot_unit_attention.hpp) build once per block of 64 cached
+// keys and share among all the queries that read it: keys transposed into 32-bit groups
+// (kt[group][key]), values interleaved across rows (vt[row group][lane]). Include only from
+// kernels/arch/avx512_dot.cpp.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention_block.hpp"
+#include "kernels/kv_dtype.hpp"
+
+namespace kvscope::simd {
+
+inline constexpr std::size_t kDotBlock = 64;  // keys per block: 4 vectors of 16 lanes
+
+// Row geometry of one kv head's cache for dot unit D, in 64-byte segments of a row.
+template <KvDtype D>
+struct DotGeometry {
+  static constexpr std::size_t kKeyGroup = D == KvDtype::int8 ? 4 : 2;  // elements per group
+  // V rows interleaved into one 32-bit lane: 4 int8 (u8 weights × s8 values by vpdpbusd) or
+  // 2 bf16 (vdpbf16ps); one row group per broadcast weight group.
+  static constexpr std::size_t kValueRows = kKeyGroup;
+  static constexpr std::size_t kRowGroups = kDotBlock / kValueRows;
+  // Accumulator vectors per segment: the unpack outputs of one segment of kValueRows rows.
+  static constexpr std::size_t kVectorsPerSegment = kValueRows;
+  std::size_t d, row_bytes, groups, segments, acc_vectors;
+
+  explicit DotGeometry(std::size_t head_dim)
+      : d(head_dim),
+        row_bytes(head_dim * kv_element_bytes(D)),
+        groups((head_dim + kKeyGroup - 1) / kKeyGroup),
+        segments((row_bytes + 63) / 64),
+        acc_vectors(segments * kVectorsPerSegment) {}
+
+  // Element index of lane `lane` of accumulator vector `v` in interleaved (tile) order; ≥ d
+  // for padding. Follows interleave_values: segment s = v / E, unpack output w = v % E, and
+  // 128-bit lane L of an unpack holds 4 elements.
+  std::size_t natural(std::size_t v, std::size_t lane) const {
+    const std::size_t s = v / kValueRows, w = v % kValueRows, L = lane / 4, m = lane % 4;
+    return D == KvDtype::int8 ? 64 * s + 16 * L + 4 * w + m : 32 * s + 8 * L + 4 * w + m;
+  }
+};
+
+// The 64-byte segment `seg` of a row of `row_bytes`, zero past the row's end.
+inline __m512i load_segment(const std::byte* row, std::size_t row_bytes, std::size_t seg) {
+  const std::size_t left = row_bytes - seg * 64;
+  if (left >= 64) return _mm512_loadu_si512(row + seg * 64);
+  return _mm512_maskz_loadu_epi8((__mmask64{1} << left) - 1, row + seg * 64);
+}
+
+// In-place transpose of a 16 × 16 matrix of 32-bit elements, r[row] → r[column].
+inline void transpose16x16_epi32(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: columns (0,1) and (2,3) of a row pair
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int a = 0; a < 16; a += 4) {  // r[a + c], lane L: rows a..a+3 of column 4L + c
+    r[a + 0] = _mm512_unpacklo_epi64(t[a], t[a + 2]);
+    r[a + 1] = _mm512_unpackhi_epi64(t[a], t[a + 2]);
+    r[a + 2] = _mm512_unpacklo_epi64(t[a + 1], t[a + 3]);
+    r[a + 3] = _mm512_unpackhi_epi64(t[a + 1], t[a + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // gather lane L of r[c], r[4+c], r[8+c], r[12+c]: column 4L+c
+    const __m512i x0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
+    const __m512i x1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+    const __m512i y0 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512i y1 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+    r[8 + c] = _mm512_shuffle_i32x4(x0, y0, 0xdd);
+    r[4 + c] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(x1, y1, 0xdd);
+  }
+}
+
+// kt[g · 64 + t] ← 32-bit group g of key row t for t < nb (0 beyond), g < segments · 16.
+// int8: bytes offset by 128 (xor 0x80), the unsigned operand of vpdpbusd. Prefetches the
+// next block's rows (n_next of them) as it goes.
+template <KvDtype D>
+void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& geo, std::int32_t* kt,
+                    const std::byte* k_next, std::size_t n_next) {
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (std::size_t t0 = 0; t0 < nb; t0 += 16) {
+    for (std::size_t r = t0; r < t0 + 16 && r < n_next; ++r) {
+      prefetch_row(k_next + r * geo.row_bytes, geo.row_bytes);
+    }
+    for (std::size_t seg = 0; seg < geo.segments; ++seg) {
+      __m512i rows[16];
+      for (std::size_t i = 0; i < 16; ++i) {
+        rows[i] = t0 + i < nb ? load_segment(k + (t0 + i) * geo.row_bytes, geo.row_bytes, seg)
+                              : _mm512_setzero_si512();
+      }
+      transpose16x16_epi32(rows);
+      for (std::size_t c = 0; c < 16; ++c) {
+        const __m512i x = D == KvDtype::int8 ? _mm512_xor_si512(rows[c], offset) : rows[c];
+        _mm512_store_si512(kt + (seg * 16 + c) * kDotBlock + t0, x);
+      }
+    }
+  }
+}
+
+// vt[(rg · acc_vectors + v) · 16 + lane] ← rows E·rg … E·rg + E − 1 (E = kValueRows)
+// interleaved per 32-bit lane, for row groups rg < ceil(n_rows / E); rows ≥ nb read as 0.
+// Element order within a vector: DotGeometry::natural.
+template <KvDtype D>
+void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
+                       const DotGeometry<D>& geo, std::int32_t* vt, const std::byte* v_next,
+                       std::size_t n_next) {
+  constexpr std::size_t E = DotGeometry<D>::kValueRows;
+  const auto row = [&](std::size_t t, std::size_t seg) {
+    return t < nb ? load_segment(v + t * geo.row_bytes, geo.row_bytes, seg)
+                  : _mm512_setzero_si512();
+  };
+  for (std::size_t rg = 0; rg * E < n_rows; ++rg) {
+    for (std::size_t r = rg * E; r < rg * E + E && r < n_next; ++r) {
+      prefetch_row(v_next + r * geo.row_bytes, geo.row_bytes);
+    }
+    auto* out = reinterpret_cast<__m512i*>(vt + rg * geo.acc_vectors * 16);
+    for (std::size_t seg = 0; seg < geo.segments; ++seg) {
+      __m512i* o = out + seg * E;
+      if constexpr (D == KvDtype::int8) {
+        const __m512i r0 = row(4 * rg, seg), r1 = row(4 * rg + 1, seg);
+        const __m512i r2 = row(4 * rg + 2, seg), r3 = row(4 * rg + 3, seg);
+        const __m512i lo01 = _mm512_unpacklo_epi8(r0, r1), lo23 = _mm512_unpacklo_epi8(r2, r3);
+        const __m512i hi01 = _mm512_unpackhi_epi8(r0, r1), hi23 = _mm512_unpackhi_epi8(r2, r3);
+        _mm512_store_si512(o + 0, _mm512_unpacklo_epi16(lo01, lo23));
+        _mm512_store_si512(o + 1, _mm512_unpackhi_epi16(lo01, lo23));
+        _mm512_store_si512(o + 2, _mm512_unpacklo_epi16(hi01, hi23));
+        _mm512_store_si512(o + 3, _mm512_unpackhi_epi16(hi01, hi23));
+      } else {
+        const __m512i r0 = row(2 * rg, seg), r1 = row(2 * rg + 1, seg);
+        _mm512_store_si512(o + 0, _mm512_unpacklo_epi16(r0, r1));
+        _mm512_store_si512(o + 1, _mm512_unpackhi_epi16(r0, r1));
+      }
+    }
+  }
+}
+
+}  // namespace kvscope::simd
