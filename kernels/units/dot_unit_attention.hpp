@@ -11,9 +11,8 @@
 //   K is transposed into 32-bit groups, kt[group][key] (4 int8 or 2 bf16 elements a group):
 //     one vector holds one group of 16 keys, so a broadcast group of the query feeds 16 keys'
 //     dot products with no horizontal sums;
-//   V is interleaved across 4 rows (int8) or 2 (bf16), vt[row group][lane] (dot_tiles.hpp): one
-//   broadcast
-//     group of softmax weights feeds 16 output lanes.
+//   V is interleaved across 4 rows (int8) or 2 (bf16), vt[row group][lane]: one broadcast
+//     group of softmax weights feeds 16 output lanes. (Both tiles: dot_tiles.hpp.)
 // Arithmetic (integer scores as in Jacob et al. 2018; online softmax as attention_block.hpp):
 //   int8 scores: q (already × 1/√d) is quantized per query to s8 with scale sq = max|q|/127;
 //     vpdpbusd needs one unsigned operand, so keys enter as k + 128 and
