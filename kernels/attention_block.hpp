@@ -12,6 +12,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/kv_view.hpp"
 #include "kernels/simd_rows.hpp"
 
 namespace kvscope::simd {
@@ -288,6 +289,23 @@ template <class A>
 void copy_scales(const float* src, std::size_t n, std::size_t padded, float* dst) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
   for (std::size_t i = n; i < padded; ++i) dst[i] = 0.0f;
+}
+
+// The int8 scales of rows [b0, b0 + nb) of kv head `kvh`, readable for `block` lanes: the
+// cache's own for a full block, else zero-padded copies into k_pad and v_pad (lanes past the
+// range must read 0, not the next tokens' scales).
+template <class A>
+void block_scales(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb,
+                  std::size_t block, float* k_pad, float* v_pad, const float*& k_scale,
+                  const float*& v_scale) {
+  k_scale = kv.k_scale + kvh * kv.capacity + b0;
+  v_scale = kv.v_scale + kvh * kv.capacity + b0;
+  if (nb < block) {
+    copy_scales<A>(k_scale, nb, block, k_pad);
+    copy_scales<A>(v_scale, nb, block, v_pad);
+    k_scale = k_pad;
+    v_scale = v_pad;
+  }
 }
 
 // 64-byte aligned scratch of `count` T, freed on scope exit; O(tile) per thread. Templated on

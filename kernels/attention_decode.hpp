@@ -97,14 +97,7 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
     const float* k_scale = nullptr;
     const float* v_scale = nullptr;
     if constexpr (D == KvDtype::int8) {
-      k_scale = kv.k_scale + kvh * kv.capacity + b0;
-      v_scale = kv.v_scale + kvh * kv.capacity + b0;
-      if (nb < kKeyBlock) {  // lanes past the range must read 0, not the next tokens' scales
-        copy_scales<A>(k_scale, nb, kKeyBlock, ws.k_scale);
-        copy_scales<A>(v_scale, nb, kKeyBlock, ws.v_scale);
-        k_scale = ws.k_scale;
-        v_scale = ws.v_scale;
-      }
+      block_scales<A>(kv, kvh, b0, nb, kKeyBlock, ws.k_scale, ws.v_scale, k_scale, v_scale);
     }
     const auto* k = reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0));
     const auto* v = reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0));

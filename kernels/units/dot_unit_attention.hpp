@@ -373,14 +373,7 @@ class DotUnitKeys {
       const float* k_scale = nullptr;
       const float* v_scale = nullptr;
       if constexpr (D == KvDtype::int8) {
-        k_scale = kv.k_scale + kvh * kv.capacity + b0;
-        v_scale = kv.v_scale + kvh * kv.capacity + b0;
-        if (nb < kDotBlock) {  // lanes past the range must read 0, not the next tokens' scales
-          copy_scales<A>(k_scale, nb, kDotBlock, k_scale_pad);
-          copy_scales<A>(v_scale, nb, kDotBlock, v_scale_pad);
-          k_scale = k_scale_pad;
-          v_scale = v_scale_pad;
-        }
+        block_scales<A>(kv, kvh, b0, nb, kDotBlock, k_scale_pad, v_scale_pad, k_scale, v_scale);
       }
       // Only the n_max rows some query sees are read; key vectors past them hold stale
       // lanes that dot_scores masks to −inf (a select, so even NaN patterns drop out).
