@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/decoder_layer.hpp"
+#include "support/format_step.hpp"
 #include "support/reference_layer.hpp"
 
 namespace kvscope {
@@ -119,6 +120,7 @@ struct Truth {
   }
 };
 
+using test::format_step;
 using Param = std::tuple<Isa, Attn>;
 class DecoderLayerIsa : public ::testing::TestWithParam<Param> {};
 
@@ -130,19 +132,6 @@ class DecoderLayerIsa : public ::testing::TestWithParam<Param> {};
 //   output by at most a fraction of a step: 32u + step/4. Measured: ≤ step/60.
 //   a reduced cache against float64 (which stores nothing rounded): 2 steps. Measured:
 //   ≤ 0.3 step (f16, bf16), ≤ 0.9 step (int8, whose step is relative to the row's absmax).
-double format_step(KvDtype t) {
-  switch (t) {
-    case KvDtype::f32:
-      return 0.0;
-    case KvDtype::f16:
-      return 0x1p-11;
-    case KvDtype::bf16:
-      return 0x1p-8;
-    case KvDtype::int8:
-      return 1.0 / 254.0;
-  }
-  return 0.0;
-}
 
 TEST_P(DecoderLayerIsa, EveryCacheTypeSplitAndWholeMatchReferences) {
   const auto [isa, attn] = GetParam();

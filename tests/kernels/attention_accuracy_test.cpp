@@ -8,28 +8,12 @@
 #include <cstdio>
 #include <vector>
 
+#include "support/format_step.hpp"
 #include "tests/kernels/attention_f64.hpp"
 #include "tests/kernels/attention_test_util.hpp"
 
 namespace kvscope::test {
 namespace {
-
-// Relative step of a stored element: |stored − x| ≤ u · |x| for f16 (2^-11) and bf16 (2^-8),
-// both round to nearest; int8 rounds x / scale to an integer, scale = absmax(row) / 127, so
-// |stored − x| ≤ scale / 2 = absmax(row) / 254: u = 1/254 relative to the row's absmax.
-double format_step(KvDtype t) {
-  switch (t) {
-    case KvDtype::f16:
-      return 0x1p-11;
-    case KvDtype::bf16:
-      return 0x1p-8;
-    case KvDtype::int8:
-      return 1.0 / 254.0;
-    case KvDtype::f32:
-      return 0.0;
-  }
-  return 0.0;
-}
 
 // Bound on |out_fmt − out_f32| for one problem. Stored K perturbs each score by at most
 // Δ = u · max_i,t Σ_j |q_ij| · m_t,j / sqrt(d), where m_t,j is |k_tj| (f16, bf16) or the
