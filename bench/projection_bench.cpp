@@ -15,10 +15,15 @@
 
 #include "engine/dnnl_matmul.hpp"
 #include "engine/layer_weights.hpp"
-#include "kernels/gemv.hpp"
+#include "engine/measure/machine_limits.hpp"
+#include "engine/projector.hpp"
+#include "engine/weight_matrix.hpp"
+#include "kernels/weights/gemv.hpp"
+#include "kernels/weights/weight_dtype.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/ref/layer_ops_ref.hpp"
 #include "kernels/roofline.hpp"
+#include "kernels/units/cpu_features.hpp"
 
 namespace {
 
@@ -112,45 +117,121 @@ void BM_PrefillDnnl(benchmark::State& state) {
 }
 BENCHMARK(BM_PrefillDnnl)->Args({2000, 4096, 4096})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Decode: one token through a [n × k] weight.
+// Decode: one token through a [n × k] weight stored as `range(2)` (0 f32, 1 bf16, 2 f16).
+struct DecodeProblem {
+  std::vector<float> x, y;
+  WeightMatrix w;
+  explicit DecodeProblem(const benchmark::State& state)
+      : x(static_cast<std::size_t>(state.range(0))), y(static_cast<std::size_t>(state.range(1))) {
+    fill_uniform(x, 1, -1.0f, 1.0f);
+    std::vector<float> values(x.size() * y.size());
+    fill_uniform(values, 2, -0.02f, 0.02f);
+    w = WeightMatrix(values, y.size(), x.size(), static_cast<WeightDtype>(state.range(2)));
+  }
+  void set_counters(benchmark::State& state) const {
+    state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.bytes()) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  }
+};
+
 void BM_DecodeDnnl(benchmark::State& state) {
-  Problem p(1, static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+  DecodeProblem p(state);
+  if (p.w.dtype() != WeightDtype::f32) return state.SkipWithError("oneDNN decode: f32 only");
   DnnlMatmul dnnl;
-  dnnl.multiply(p.x.data(), p.w.data(), 1, p.k, p.n, p.y.data(), kThreads);
-  state.SetLabel(dnnl.implementation(1, p.k, p.n));
+  const auto* w = static_cast<const float*>(p.w.view().data);
+  dnnl.multiply(p.x.data(), w, 1, p.x.size(), p.y.size(), p.y.data(), kThreads);
+  state.SetLabel(dnnl.implementation(1, p.x.size(), p.y.size()));
   for (auto _ : state) {
-    dnnl.multiply(p.x.data(), p.w.data(), 1, p.k, p.n, p.y.data(), kThreads);
+    dnnl.multiply(p.x.data(), w, 1, p.x.size(), p.y.size(), p.y.data(), kThreads);
     benchmark::DoNotOptimize(p.y.data());
   }
   p.set_counters(state);
 }
 
+// Our GEMV, with its time over a plain read loop of the same bytes timed alternately in the
+// same run (of_read_loop = read-loop time / GEMV time: 1 is the bandwidth limit).
 void BM_DecodeGemv(benchmark::State& state) {
-  Problem p(1, static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+  DecodeProblem p(state);
   const Isa isa = best_isa();
-  state.SetLabel(std::string(to_string(isa)));
-  gemv(p.x.data(), p.w.data(), p.k, p.n, p.y.data(), isa, kThreads);
+  state.SetLabel(std::string(to_string(isa)) + " " + std::string(to_string(p.w.dtype())));
+  const auto* bytes = static_cast<const std::byte*>(p.w.view().data);
+  gemv(p.x.data(), p.w.view(), p.y.data(), isa, kThreads);
+  double gemv_s = 0, read_s = 0;
   for (auto _ : state) {
-    gemv(p.x.data(), p.w.data(), p.k, p.n, p.y.data(), isa, kThreads);
+    auto start = std::chrono::steady_clock::now();
+    gemv(p.x.data(), p.w.view(), p.y.data(), isa, kThreads);
     benchmark::DoNotOptimize(p.y.data());
+    auto mid = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(read_sweep(bytes, p.w.bytes(), isa, kThreads));
+    auto end = std::chrono::steady_clock::now();
+    gemv_s += std::chrono::duration<double>(mid - start).count();
+    read_s += std::chrono::duration<double>(end - mid).count();
   }
   p.set_counters(state);
+  state.counters["of_read_loop"] = read_s / gemv_s;
 }
 
 void BM_DecodeRef(benchmark::State& state) {
-  Problem p(1, static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+  DecodeProblem p(state);
   for (auto _ : state) {
-    matmul_ref(p.x.data(), p.w.data(), 1, p.k, p.n, p.y.data(), kThreads);
+    matmul_ref(p.x.data(), p.w.view(), 1, p.y.data(), kThreads);
     benchmark::DoNotOptimize(p.y.data());
   }
   p.set_counters(state);
 }
 
-// (k, n): q/o_proj, gate/up_proj and down_proj of a 7B layer.
-#define DECODE_SHAPES ->Args({4096, 4096})->Args({4096, 11008})->Args({11008, 4096})
-BENCHMARK(BM_DecodeDnnl) DECODE_SHAPES->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_DecodeGemv) DECODE_SHAPES->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_DecodeRef)->Args({4096, 4096})->Unit(benchmark::kMicrosecond)->UseRealTime();
+// (k, n, dtype): q/o_proj, gate/up_proj and down_proj of a 7B layer, f32 and bf16 weights.
+#define DECODE_SHAPES(DTYPE) \
+  ->Args({4096, 4096, DTYPE})->Args({4096, 11008, DTYPE})->Args({11008, 4096, DTYPE})
+BENCHMARK(BM_DecodeDnnl) DECODE_SHAPES(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_DecodeGemv) DECODE_SHAPES(0) DECODE_SHAPES(1)
+    ->Args({4096, 4096, 2})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_DecodeRef)->Args({4096, 4096, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Prefill through the layer's Projector: [m × k] · W[n × k]ᵀ with W stored as range(3)
+// (0 f32, 1 bf16, 2 f16) and range(4) the compute mode (0 exact: W widened to f32 a block at
+// a time; 1 fast: bf16 × bf16 on the CPU's bf16 units). of_unit_peak divides by the peak
+// of the unit oneDNN runs on, measured in this process (fp32 FMA, or avx512-bf16 where the
+// CPU has it: AMX-BF16 hosts run faster than that peak).
+void BM_PrefillProjector(benchmark::State& state) {
+  const auto m = static_cast<std::size_t>(state.range(0)), k = static_cast<std::size_t>(state.range(1)),
+             n = static_cast<std::size_t>(state.range(2));
+  const auto dtype = static_cast<WeightDtype>(state.range(3));
+  const ComputeMode mode = state.range(4) ? ComputeMode::fast : ComputeMode::exact;
+  std::vector<float> x(m * k), y(m * n), values(n * k);
+  fill_uniform(x, 1, -1.0f, 1.0f);
+  fill_uniform(values, 2, -0.02f, 0.02f);
+  const WeightMatrix w(values, n, k, dtype);
+  Projector project(best_isa(), kThreads, mode);
+  project(x.data(), w.view(), m, y.data());  // warm-up: primitive creation
+  const bool on_bf16 = mode == ComputeMode::fast && dtype == WeightDtype::bf16;
+  const ComputeUnit unit = on_bf16 && cpu_features().avx512_bf16 ? ComputeUnit::avx512_bf16
+                                                                  : ComputeUnit::fp32_fma;
+  state.SetLabel(std::string(to_string(dtype)) + " " + std::string(to_string(mode)) + ", peak of " +
+                 std::string(to_string(unit)));
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    project(x.data(), w.view(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  const double rate = 2.0 * m * k * n * static_cast<double>(state.iterations()) / seconds;
+  state.counters["GFLOP/s"] = rate * 1e-9;
+  state.counters["of_unit_peak"] =
+      rate / (1e9 * measure_unit_peak_gops(unit, best_isa(), kThreads));
+}
+BENCHMARK(BM_PrefillProjector)
+    ->Args({2000, 4096, 4096, 0, 0})
+    ->Args({2000, 4096, 4096, 1, 0})
+    ->Args({2000, 4096, 4096, 1, 1})
+    ->Args({2000, 4096, 4096, 2, 0})
+    ->Args({256, 4096, 4096, 1, 0})
+    ->Args({256, 4096, 4096, 1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // The FMA peak the peak_fraction divides by (kernels/roofline.hpp fma_burn).
 void BM_FmaPeak(benchmark::State& state) {

@@ -14,7 +14,7 @@ DecoderLayer::DecoderLayer(const LayerConfig& config, LayerWeights weights, Opti
       weights_(std::move(weights)),
       options_(options),
       cache_(config, options.kv_dtype),
-      projector_(options.isa, options.threads) {
+      projector_(options.isa, options.threads, options.compute) {
   weights_.check_shapes(config_);
   if (options_.threads < 1) {
     throw std::invalid_argument("threads must be at least 1, got " +
@@ -45,9 +45,9 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
   std::vector<float> h(n * hidden);
   rmsnorm_ref(x, w.attn_norm.data(), n, hidden, c.rms_norm_eps(), h.data());
   std::vector<float> q(n * c.q_width()), k(n * c.kv_width()), v(n * c.kv_width());
-  projector_(h.data(), w.wq.data(), n, hidden, c.q_width(), q.data());
-  projector_(h.data(), w.wk.data(), n, hidden, c.kv_width(), k.data());
-  projector_(h.data(), w.wv.data(), n, hidden, c.kv_width(), v.data());
+  projector_(h.data(), w.wq.view(), n, q.data());
+  projector_(h.data(), w.wk.view(), n, k.data());
+  projector_(h.data(), w.wv.view(), n, v.data());
   const std::size_t first_pos = cache_.size();
   for (std::size_t i = 0; i < n; ++i) {
     rope_ref(q.data() + i * c.q_width(), c.n_heads(), c.head_dim(), first_pos + i, c.rope_theta());
@@ -65,17 +65,17 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
           .out = heads.data()},
          options_.isa, threads, options_.compute);
   std::vector<float> y(n * hidden);
-  projector_(heads.data(), w.wo.data(), n, c.q_width(), hidden, y.data());
+  projector_(heads.data(), w.wo.view(), n, y.data());
   for (std::size_t i = 0; i < n * hidden; ++i) y[i] += x[i];
 
   // MLP block (SwiGLU).
   rmsnorm_ref(y.data(), w.mlp_norm.data(), n, hidden, c.rms_norm_eps(), h.data());
   std::vector<float> gate(n * c.ffn_size()), up(n * c.ffn_size());
-  projector_(h.data(), w.w_gate.data(), n, hidden, c.ffn_size(), gate.data());
-  projector_(h.data(), w.w_up.data(), n, hidden, c.ffn_size(), up.data());
+  projector_(h.data(), w.w_gate.view(), n, gate.data());
+  projector_(h.data(), w.w_up.view(), n, up.data());
   swiglu_ref(gate.data(), up.data(), gate.size());
   std::vector<float> out(n * hidden);
-  projector_(gate.data(), w.w_down.data(), n, c.ffn_size(), hidden, out.data());
+  projector_(gate.data(), w.w_down.view(), n, out.data());
   for (std::size_t i = 0; i < n * hidden; ++i) out[i] += y[i];
   return out;
 }

@@ -59,7 +59,7 @@ std::uint64_t LayerConfig::kv_cache_bytes(KvDtype dtype) const {
       .total_bytes;
 }
 
-std::uint64_t LayerConfig::weight_bytes() const {
+std::uint64_t LayerConfig::weight_bytes(WeightDtype dtype) const {
   const std::uint64_t q = checked_mul(hidden_size_, q_width(), "W_Q size");
   const std::uint64_t kv = checked_mul(hidden_size_, kv_width(), "W_K size");
   const std::uint64_t mlp =
@@ -67,8 +67,8 @@ std::uint64_t LayerConfig::weight_bytes() const {
   std::uint64_t elements = checked_add(checked_mul(q, 2, "W_Q + W_O"),
                                        checked_mul(kv, 2, "W_K + W_V"), "attention weights");
   elements = checked_add(elements, mlp, "layer weights");
-  elements = checked_add(elements, 2 * hidden_size_, "layer weights");
-  return checked_mul(elements, sizeof(float), "layer weight bytes");
+  return checked_add(checked_mul(elements, weight_element_bytes(dtype), "layer weight bytes"),
+                     2 * hidden_size_ * sizeof(float), "layer weight bytes");
 }
 
 }  // namespace kvscope

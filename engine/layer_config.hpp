@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/kv_dtype.hpp"
+#include "kernels/weights/weight_dtype.hpp"
 
 namespace kvscope {
 
@@ -43,8 +44,8 @@ class LayerConfig {
 
   // Bytes of this layer's KV cache at full capacity (K, V and int8 scales).
   std::uint64_t kv_cache_bytes(KvDtype dtype) const;
-  // Bytes of the layer's f32 weights (projections, MLP, two norms).
-  std::uint64_t weight_bytes() const;
+  // Bytes of the layer's weights: projections and MLP in `dtype`, the two norms in f32.
+  std::uint64_t weight_bytes(WeightDtype dtype = WeightDtype::f32) const;
 
  private:
   std::size_t hidden_size_, n_heads_, n_kv_heads_, head_dim_, ffn_size_, capacity_;

@@ -18,14 +18,15 @@ void fill_uniform(std::vector<float>& out, std::uint64_t seed, float lo, float h
   }
 }
 
-LayerWeights LayerWeights::random(const LayerConfig& c, std::uint64_t seed) {
+LayerWeights LayerWeights::random(const LayerConfig& c, std::uint64_t seed, WeightDtype dtype) {
   const std::size_t hidden = c.hidden_size();
   LayerWeights w;
   std::uint64_t stream = seed * 1000003ull;
-  auto projection = [&](std::vector<float>& m, std::size_t out, std::size_t in) {
-    m.resize(out * in);
+  auto projection = [&](WeightMatrix& m, std::size_t out, std::size_t in) {
+    std::vector<float> values(out * in);
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-    fill_uniform(m, ++stream, -bound, bound);
+    fill_uniform(values, ++stream, -bound, bound);
+    m = WeightMatrix(values, out, in, dtype);
   };
   projection(w.wq, c.q_width(), hidden);
   projection(w.wk, c.kv_width(), hidden);
@@ -43,12 +44,19 @@ LayerWeights LayerWeights::random(const LayerConfig& c, std::uint64_t seed) {
 
 void LayerWeights::check_shapes(const LayerConfig& c) const {
   const std::size_t hidden = c.hidden_size();
-  auto expect = [](const std::vector<float>& m, std::size_t rows, std::size_t cols,
-                   const char* name) {
-    if (m.size() != rows * cols) {
+  auto expect = [](const WeightMatrix& m, std::size_t rows, std::size_t cols, const char* name) {
+    if (m.rows() != rows || m.cols() != cols) {
+      throw std::invalid_argument(std::string("weight ") + name + " is " +
+                                  std::to_string(m.rows()) + " × " + std::to_string(m.cols()) +
+                                  ", expected " + std::to_string(rows) + " × " +
+                                  std::to_string(cols));
+    }
+  };
+  auto expect_vector = [](const std::vector<float>& v, std::size_t size, const char* name) {
+    if (v.size() != size) {
       throw std::invalid_argument(std::string("weight ") + name + " has " +
-                                  std::to_string(m.size()) + " elements, expected " +
-                                  std::to_string(rows) + " × " + std::to_string(cols));
+                                  std::to_string(v.size()) + " elements, expected " +
+                                  std::to_string(size));
     }
   };
   expect(wq, c.q_width(), hidden, "wq");
@@ -58,8 +66,14 @@ void LayerWeights::check_shapes(const LayerConfig& c) const {
   expect(w_gate, c.ffn_size(), hidden, "w_gate");
   expect(w_up, c.ffn_size(), hidden, "w_up");
   expect(w_down, hidden, c.ffn_size(), "w_down");
-  expect(attn_norm, 1, hidden, "attn_norm");
-  expect(mlp_norm, 1, hidden, "mlp_norm");
+  expect_vector(attn_norm, hidden, "attn_norm");
+  expect_vector(mlp_norm, hidden, "mlp_norm");
+}
+
+std::uint64_t LayerWeights::bytes() const {
+  std::uint64_t total = (attn_norm.size() + mlp_norm.size()) * sizeof(float);
+  for (const WeightMatrix* m : {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}) total += m->bytes();
+  return total;
 }
 
 }  // namespace kvscope

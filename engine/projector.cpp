@@ -1,7 +1,10 @@
 #include "engine/projector.hpp"
 
-#include "kernels/gemv.hpp"
+#include <algorithm>
+
+#include "kernels/number_formats.hpp"
 #include "kernels/ref/layer_ops_ref.hpp"
+#include "kernels/weights/gemv.hpp"
 
 namespace kvscope {
 
@@ -14,11 +17,42 @@ namespace kvscope {
 // GEMV is never slower, so the decode step uses it.
 constexpr bool kDecodeUsesGemv = true;
 
-void Projector::operator()(const float* x, const float* w, std::size_t m, std::size_t k,
-                           std::size_t n, float* y) {
-  if (isa_ == Isa::scalar) return matmul_ref(x, w, m, k, n, y, threads_);
-  if (m == 1 && kDecodeUsesGemv) return gemv(x, w, k, n, y, isa_, threads_);
-  dnnl_.multiply(x, w, m, k, n, y, threads_);
+void Projector::operator()(const float* x, const WeightsView& w, std::size_t m, float* y) {
+  if (isa_ == Isa::scalar) return matmul_ref(x, w, m, y, threads_);
+  if (m == 1 && kDecodeUsesGemv) return gemv(x, w, y, isa_, threads_);
+  if (w.dtype == WeightDtype::f32) {
+    return dnnl_.multiply(x, static_cast<const float*>(w.data), m, w.cols, w.rows, y, threads_);
+  }
+  if (w.dtype == WeightDtype::bf16 && compute_ == ComputeMode::fast) {
+    return multiply_bf16(x, w, m, y);
+  }
+  multiply_widened(x, w, m, y);
+}
+
+void Projector::multiply_bf16(const float* x, const WeightsView& w, std::size_t m, float* y) {
+  x_bf16_.resize(m * w.cols);
+  for (std::size_t i = 0; i < x_bf16_.size(); ++i) x_bf16_[i] = f32_to_bf16_bits(x[i]);
+  dnnl_.multiply_bf16(x_bf16_.data(), static_cast<const std::uint16_t*>(w.data), m, w.cols,
+                      w.rows, y, threads_);
+}
+
+void Projector::multiply_widened(const float* x, const WeightsView& w, std::size_t m, float* y) {
+  // Rows per block: a multiple of 16 (oneDNN's column blocking) within kWidenBlockBytes.
+  const std::size_t by_bytes = widen_block_bytes_ / (w.cols * sizeof(float));
+  const std::size_t block = std::min(w.rows, std::max<std::size_t>(16, by_bytes / 16 * 16));
+  widened_.resize(block * w.cols);
+  const auto* bits = static_cast<const std::uint16_t*>(w.data);
+  const bool bf16 = w.dtype == WeightDtype::bf16;
+  for (std::size_t first = 0; first < w.rows; first += block) {
+    const std::size_t rows = std::min(block, w.rows - first);
+    const std::uint16_t* src = bits + first * w.cols;
+    const auto count = static_cast<long>(rows * w.cols);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (long i = 0; i < count; ++i) {
+      widened_[i] = bf16 ? bf16_bits_to_f32(src[i]) : f16_bits_to_f32(src[i]);
+    }
+    dnnl_.multiply(x, widened_.data(), m, w.cols, rows, y + first, threads_, w.rows);
+  }
 }
 
 }  // namespace kvscope

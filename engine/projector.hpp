@@ -1,30 +1,52 @@
 #pragma once
 // How a decoder layer runs its projections: the scalar reference, oneDNN, or our GEMV.
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "engine/dnnl_matmul.hpp"
 #include "kernels/isa.hpp"
+#include "kernels/units/compute_unit.hpp"
+#include "kernels/weights/weight_dtype.hpp"
 
 namespace kvscope {
 
-// y[m × n] = x[m × k] · Wᵀ, W [n × k] row-major (Hugging Face layout).
+// y[m × w.rows] = x[m × w.cols] · Wᵀ, W [out × in] row-major in its stored type (Hugging
+// Face layout), read in place:
 //   Isa::scalar: matmul_ref, so the scalar layer stays a plain reference end to end.
-//   m > 1 (prefill): oneDNN matmul, one cached primitive per (m, k, n).
-//   m = 1 (decode): kDecodeUsesGemv picks our xsimd GEMV (kernels/gemv.hpp) or oneDNN,
-//   whichever bench/projection_bench measured faster (see the numbers there).
+//   m = 1 (decode): kDecodeUsesGemv picks our xsimd GEMV (kernels/weights/gemv.hpp) or
+//   oneDNN, whichever bench/projection_bench measured faster (see the numbers there). The
+//   GEMV widens f16/bf16 weights in registers: exact, so decode is the same in both modes.
+//   m > 1 (prefill), oneDNN matmul, one cached primitive per shape:
+//     f32 weights: f32 matmul.
+//     bf16 weights, ComputeMode::fast: x rounded to bf16, bf16 × bf16 → f32 on the CPU's
+//       bf16 units (AVX512-BF16, AMX-BF16) where oneDNN finds them.
+//     otherwise (exact, or f16): a block of W's rows at a time widened into an f32 scratch
+//       of at most kWidenBlockBytes and multiplied in f32, so x stays f32 and no f32 copy
+//       of W is ever whole.
 class Projector {
  public:
-  Projector(Isa isa, int threads) : isa_(isa), threads_(threads) {}
+  static constexpr std::size_t kWidenBlockBytes = 8u << 20;
 
-  void operator()(const float* x, const float* w, std::size_t m, std::size_t k, std::size_t n,
-                  float* y);
+  Projector(Isa isa, int threads, ComputeMode compute = ComputeMode::exact,
+            std::size_t widen_block_bytes = kWidenBlockBytes)
+      : isa_(isa), threads_(threads), compute_(compute), widen_block_bytes_(widen_block_bytes) {}
+
+  void operator()(const float* x, const WeightsView& w, std::size_t m, float* y);
 
   const DnnlMatmul& dnnl() const { return dnnl_; }
 
  private:
+  void multiply_widened(const float* x, const WeightsView& w, std::size_t m, float* y);
+  void multiply_bf16(const float* x, const WeightsView& w, std::size_t m, float* y);
+
   Isa isa_;
   int threads_;
+  ComputeMode compute_;
+  std::size_t widen_block_bytes_;
   DnnlMatmul dnnl_;
+  std::vector<float> widened_;        // a block of W's rows in f32
+  std::vector<std::uint16_t> x_bf16_;  // x rounded to bf16
 };
 
 }  // namespace kvscope

@@ -29,6 +29,7 @@ struct ReportFlags {
   std::string kv_dtypes = "f32,bf16,int8";
   int steps = 10;
   bool no_layer = false;
+  std::string weights_dtype = "bf16";
   bool json = false;
   bool csv = false;
   std::string svg;
@@ -107,6 +108,7 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
     request.kv_heads.push_back(f.shape.kv_heads);  // the model's own shape is always a row
   }
   request.measure_layer = !f.no_layer;
+  request.weights_dtype = parse_weight_dtype(f.weights_dtype);
   request.isa = f.compute.resolved_isa();
   request.compute = f.compute.resolved_compute();
   request.threads = f.compute.resolved_threads();
@@ -168,9 +170,11 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
       "over the same bytes with the same threads; 'unit' is the compute unit the decode kernel "
       "ran on; 'light' is the speed of light, max of bytes ÷ read bandwidth and FLOPs ÷ that "
       "unit's peak; 'layer t/s' is the full decoder layer "
-      "at hidden %lld, ffn %lld)\n\n",
-      static_cast<long long>(request.hidden_size), static_cast<long long>(request.ffn_size));
+      "at hidden %lld, ffn %lld, %s weights)\n\n",
+      static_cast<long long>(request.hidden_size), static_cast<long long>(request.ffn_size),
+      std::string(to_string(request.weights_dtype)).c_str());
   std::fputs(explain_report(rows).c_str(), stdout);
+  std::fputs(explain_layer_step(rows).c_str(), stdout);
   std::uint64_t largest = 0;
   for (const ReportRow& r : rows) largest = std::max(largest, r.cache_bytes);
   std::printf("\nMemory: peak RSS %s; largest cache measured %s.\n",
@@ -197,6 +201,9 @@ void add_report_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--steps", flags->steps, "timed decode steps per row")->capture_default_str();
   cmd->add_flag("--no-layer", flags->no_layer, "skip the full decoder-layer measurement");
+  cmd->add_option("--weights-dtype", flags->weights_dtype,
+                  "the full layer's weights: bf16 (as checkpoints ship), f16 or f32")
+      ->capture_default_str();
   auto* json = cmd->add_flag("--json", flags->json, "print an array of row objects");
   cmd->add_flag("--csv", flags->csv, "print CSV")->excludes(json);
   cmd->add_option("--svg", flags->svg, "write a plot of decode tokens/s against context length");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/decoder_layer.hpp"
+#include "engine/memory.hpp"
 #include "engine/model/hf_config.hpp"
 #include "engine/model/model_loader.hpp"
 #include "engine/model/npy.hpp"
@@ -94,6 +95,9 @@ void run(const RunOptions& o) {
     }
   }();
   LayerWeights weights = load_layer_weights(o.model_dir, static_cast<std::size_t>(o.layer), config);
+  const std::uint64_t weight_bytes = weights.bytes();
+  const WeightDtype weights_dtype = weights.wq.dtype();
+  const bool mapped = weights.wq.is_borrowed();
   DecoderLayer layer(config, std::move(weights),
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = o.threads, .compute = compute});
 
@@ -110,7 +114,11 @@ void run(const RunOptions& o) {
             << to_string(isa) << ", kv " << to_string(kv_dtype) << ", attention on "
             << to_string(attention_compute_unit(kv_dtype, isa, compute,
                                                 config.n_heads() / config.n_kv_heads()))
-            << " in decode, " << o.threads << " threads\n";
+            << " in decode, " << o.threads << " threads\n"
+            << "memory: peak RSS " << format_bytes(peak_rss_bytes()) << "; layer weights "
+            << format_bytes(weight_bytes) << " (" << to_string(weights_dtype)
+            << (mapped ? ", read in place from the mapped file" : ", copied") << "); KV cache "
+            << format_bytes(config.kv_cache_bytes(kv_dtype)) << "\n";
 }
 
 }  // namespace

@@ -40,7 +40,13 @@ const std::vector<std::string> kColumns = {"variant",
                                            "fraction_of_speed_of_light",
                                            "bound",
                                            "layer_tokens_per_s",
+                                           "layer_seconds_median",
+                                           "weights_dtype",
+                                           "layer_weight_bytes",
                                            "layer_bytes_per_step",
+                                           "layer_weights_share",
+                                           "layer_attention_share",
+                                           "layer_other_share",
                                            "cache_state",
                                            "cold_method",
                                            "caches_allocated",
@@ -78,7 +84,13 @@ nlohmann::json row_json(const ReportRow& r) {
           {"fraction_of_speed_of_light", r.fraction_of_speed_of_light},
           {"bound", r.bound},
           {"layer_tokens_per_s", r.layer_tokens_per_s},
+          {"layer_seconds_median", r.layer_seconds_median},
+          {"weights_dtype", to_string(r.weights_dtype)},
+          {"layer_weight_bytes", r.layer_weight_bytes},
           {"layer_bytes_per_step", r.layer_bytes_per_step},
+          {"layer_weights_share", r.layer_weights_share},
+          {"layer_attention_share", r.layer_attention_share},
+          {"layer_other_share", r.layer_other_share},
           {"cache_state", to_string(r.cache_state)},
           {"cold_method", r.cold_method},
           {"caches_allocated", r.caches_allocated},
@@ -250,6 +262,28 @@ std::string explain_cache_fit(const std::vector<ReportRow>& rows) {
                 b.layers == 1 ? "" : format_seconds(b.attn_seconds_median).c_str());
   text += buf;
   return text;
+}
+
+std::string explain_layer_step(const std::vector<ReportRow>& rows) {
+  const ReportRow* r = nullptr;
+  for (const ReportRow& row : rows) {
+    if (row.layer_tokens_per_s > 0 && (r == nullptr || row.tokens > r->tokens)) r = &row;
+  }
+  if (r == nullptr) return "";
+  char buf[1000];
+  std::snprintf(buf, sizeof buf,
+                "The full layer (%s %s, %s tokens, %s weights): a step takes %s and reads %s, "
+                "%s of weights and %s of cache. Reading the weights at the measured %.1f GB/s "
+                "is %.0f%% of it, the attention step measured above %.0f%%, the rest (norms, "
+                "RoPE, activations, projections below bandwidth) %.0f%%.\n",
+                r->variant.c_str(), std::string(to_string(r->kv_dtype)).c_str(),
+                with_commas(r->tokens).c_str(), std::string(to_string(r->weights_dtype)).c_str(),
+                format_seconds(r->layer_seconds_median).c_str(), mb(r->layer_bytes_per_step).c_str(),
+                mb(r->layer_weight_bytes).c_str(),
+                mb(r->layer_bytes_per_step - r->layer_weight_bytes).c_str(), r->read_bandwidth_gbps,
+                100 * r->layer_weights_share, 100 * r->layer_attention_share,
+                100 * r->layer_other_share);
+  return buf;
 }
 
 std::string report_svg(const std::vector<ReportRow>& rows) {

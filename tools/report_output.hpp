@@ -21,6 +21,11 @@ std::string describe_cache_state(const ReportRow& row);
 
 // Whether all layers' caches fit in the last-level cache, what that makes of the step, and
 // what cold or warm means for the figures (first row's shape, MHA f32 if present).
+// One sentence on the full-layer step of the largest context's first row: the bytes it
+// reads (weights in their dtype, cache) and the share of weights, attention and the rest.
+// Empty when the layer was not measured.
+std::string explain_layer_step(const std::vector<ReportRow>& rows);
+
 std::string explain_cache_fit(const std::vector<ReportRow>& rows);
 
 // Decode tokens/s against context length, one line per variant × cache type.

@@ -13,7 +13,8 @@
 namespace kvscope {
 
 LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvDtype kv_dtype,
-                              Isa isa, int threads, int steps, ComputeMode compute) {
+                              Isa isa, int threads, int steps, ComputeMode compute,
+                              WeightDtype weights_dtype) {
   if (steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(steps));
   if (context < 1 || static_cast<std::uint64_t>(context) + steps + 1 > config.capacity()) {
@@ -21,7 +22,7 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
                                 std::to_string(steps + 1) + " steps exceeds the capacity " +
                                 std::to_string(config.capacity()));
   }
-  DecoderLayer layer(config, LayerWeights::random(config, 42),
+  DecoderLayer layer(config, LayerWeights::random(config, 42, weights_dtype),
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = threads, .compute = compute});
   append_random_context(
       static_cast<std::size_t>(context), config.kv_width(), 1,
@@ -39,7 +40,8 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
   LayerTiming t;
   t.median_s = median(seconds);
   t.tokens_per_s = 1.0 / t.median_s;
-  t.bytes_per_step = config.weight_bytes() +
+  t.weight_bytes = config.weight_bytes(weights_dtype);
+  t.bytes_per_step = t.weight_bytes +
                      kv_footprint({.n_kv_heads = static_cast<std::int64_t>(config.n_kv_heads()),
                                    .head_dim = static_cast<std::int64_t>(config.head_dim()),
                                    .tokens = context,

@@ -12,14 +12,16 @@ namespace kvscope {
 struct LayerTiming {
   double median_s = 0;
   double tokens_per_s = 0;
-  std::uint64_t bytes_per_step = 0;  // f32 weights + the KV cache re-read
+  std::uint64_t weight_bytes = 0;    // in their dtype: every step reads them all once
+  std::uint64_t bytes_per_step = 0;  // weights + the KV cache re-read
 };
 
-// Builds a layer with seeded random weights, fills its cache with `context` random rows,
-// then times `steps` decode steps (after one warm-up) of the token at position `context`.
-// config.capacity() must exceed `context` + steps.
+// Builds a layer with seeded random weights in `weights_dtype`, fills its cache with
+// `context` random rows, then times `steps` decode steps (after one warm-up) of the token
+// at position `context`. config.capacity() must exceed `context` + steps.
 LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvDtype kv_dtype,
                               Isa isa, int threads, int steps,
-                              ComputeMode compute = ComputeMode::exact);
+                              ComputeMode compute = ComputeMode::exact,
+                              WeightDtype weights_dtype = WeightDtype::f32);
 
 }  // namespace kvscope

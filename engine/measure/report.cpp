@@ -82,7 +82,7 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
         std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
         const CachePlan plan = report_plan(r, config, dtype, llc);
         need = std::max(need, checked_mul(plan.cache_bytes, plan.caches, "report memory"));
-        if (r.measure_layer) need = checked_add(need, config.weight_bytes(), "report memory");
+        if (r.measure_layer) need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
         peak = std::max(peak, need);
       }
     }
@@ -186,9 +186,18 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         if (r.measure_layer) {
           const LayerTiming layer =
               time_layer_decode(layer_config(r, kv_heads, tokens), tokens, dtype, r.isa, r.threads,
-                                std::max(3, r.steps / 2), r.compute);
+                                std::max(3, r.steps / 2), r.compute, r.weights_dtype);
           row.layer_tokens_per_s = layer.tokens_per_s;
+          row.layer_seconds_median = layer.median_s;
+          row.weights_dtype = r.weights_dtype;
+          row.layer_weight_bytes = layer.weight_bytes;
           row.layer_bytes_per_step = layer.bytes_per_step;
+          const double weights_s =
+              static_cast<double>(layer.weight_bytes) / (row.read_bandwidth_gbps * 1e9);
+          row.layer_weights_share = std::min(1.0, weights_s / layer.median_s);
+          row.layer_attention_share =
+              std::min(1.0 - row.layer_weights_share, row.attn_seconds_median / layer.median_s);
+          row.layer_other_share = 1.0 - row.layer_weights_share - row.layer_attention_share;
         }
         rows.push_back(row);
       }

@@ -11,6 +11,7 @@
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/units/compute_unit.hpp"
+#include "kernels/weights/weight_dtype.hpp"
 
 namespace kvscope {
 
@@ -24,6 +25,7 @@ struct ReportRequest {
   std::int64_t hidden_size = 4096;  // for the full-layer measurement
   std::int64_t ffn_size = 11008;
   bool measure_layer = true;
+  WeightDtype weights_dtype = WeightDtype::bf16;  // the full layer's, as checkpoints ship
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
   int threads = 1;
@@ -59,7 +61,13 @@ struct ReportRow {
   double fraction_of_speed_of_light = 0;   // speed of light ÷ measured median
   std::string bound;                       // "memory" or "compute"
   double layer_tokens_per_s = 0;           // 0 when not measured
-  std::uint64_t layer_bytes_per_step = 0;  // f32 weights + cache
+  double layer_seconds_median = 0;
+  WeightDtype weights_dtype = WeightDtype::bf16;
+  std::uint64_t layer_weight_bytes = 0;    // in weights_dtype
+  std::uint64_t layer_bytes_per_step = 0;  // weights + cache
+  // Where the layer step goes: reading the weights at the read loop's bandwidth, the
+  // attention step measured above, and the rest (norms, RoPE, activations, overheads).
+  double layer_weights_share = 0, layer_attention_share = 0, layer_other_share = 0;
   // How the cache was read: attn_* above are one layer's share of a step over all layers.
   CacheState cache_state = CacheState::cold;
   std::string cold_method;               // "copies", "flush" or "none" (warm)

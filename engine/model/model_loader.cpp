@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <variant>
 
 #include "engine/model/safetensors.hpp"
 
@@ -47,7 +48,7 @@ class ShardSet {
   }
 
   // The open shard holding `tensor`.
-  const SafetensorsFile& file_of(const std::string& tensor) {
+  std::shared_ptr<const SafetensorsFile> file_of(const std::string& tensor) {
     fs::path file = single_;
     if (file.empty()) {
       const auto it = weight_map_.find(tensor);
@@ -65,30 +66,40 @@ class ShardSet {
       file = dir_ / name;
     }
     auto& open = open_[file.string()];
-    if (!open) open = std::make_unique<SafetensorsFile>(file);
+    if (!open) open = std::make_shared<const SafetensorsFile>(file);
     if (!open->contains(tensor)) {
       fail(file, "tensor '" + tensor + "' not found" +
                      (single_.empty()
                           ? " (weight_map of " + index_path_.filename().string() + " points here)"
                           : ""));
     }
-    return *open;
+    return open;
   }
 
  private:
   fs::path dir_, single_, index_path_;
   json weight_map_;
-  std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
+  std::map<std::string, std::shared_ptr<const SafetensorsFile>> open_;
 };
 
-// One tensor to load: its name suffix, the expected [out, in], and which config.json fields
-// those sizes come from (for messages).
+// One tensor to load: its name suffix, where it goes (a projection read in place, or a norm
+// vector converted to f32), the expected shape, and which config.json fields those sizes
+// come from (for messages).
 struct TensorSpec {
   const char* suffix;
-  std::vector<float> LayerWeights::*member;
+  std::variant<WeightMatrix LayerWeights::*, std::vector<float> LayerWeights::*> member;
   std::vector<std::uint64_t> shape;
   const char* derived_from;
 };
+
+WeightDtype weight_dtype_of(const TensorEntry& entry, const fs::path& file,
+                            const std::string& name) {
+  if (entry.dtype == "F32") return WeightDtype::f32;
+  if (entry.dtype == "BF16") return WeightDtype::bf16;
+  if (entry.dtype == "F16") return WeightDtype::f16;
+  fail(file, "tensor '" + name + "' has dtype " + entry.dtype +
+                 ", not supported (F32, F16 or BF16)");
+}
 
 }  // namespace
 
@@ -127,14 +138,21 @@ LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
   const std::string prefix = "model.layers." + std::to_string(layer) + ".";
   for (const TensorSpec& spec : specs) {
     const std::string name = prefix + spec.suffix;
-    const SafetensorsFile& file = shards.file_of(name);
-    const TensorEntry& entry = file.entry(name);
+    const std::shared_ptr<const SafetensorsFile> file = shards.file_of(name);
+    const TensorEntry& entry = file->entry(name);
     if (entry.shape != spec.shape) {
-      fail(file.path(), "tensor '" + name + "' has shape " + shape_to_string(entry.shape) +
-                            " but config.json gives " + shape_to_string(spec.shape) + " = " +
-                            spec.derived_from);
+      fail(file->path(), "tensor '" + name + "' has shape " + shape_to_string(entry.shape) +
+                             " but config.json gives " + shape_to_string(spec.shape) + " = " +
+                             spec.derived_from);
     }
-    weights.*spec.member = file.read_f32(name, spec.shape);
+    if (const auto* matrix = std::get_if<WeightMatrix LayerWeights::*>(&spec.member)) {
+      const WeightDtype dtype = weight_dtype_of(entry, file->path(), name);
+      weights.**matrix = WeightMatrix::borrowed(file->tensor_bytes(name, spec.shape).data(), dtype,
+                                                spec.shape[0], spec.shape[1], file);
+    } else {
+      weights.*std::get<std::vector<float> LayerWeights::*>(spec.member) =
+          file->read_f32(name, spec.shape);
+    }
   }
   return weights;
 }

@@ -10,7 +10,9 @@
 
 namespace kvscope {
 
-// The tensors of layer `layer`, converted to f32:
+// The tensors of layer `layer`, the projections read in place from the mapped files in
+// their stored type (F32, BF16, F16: no copy; the mapping lives as long as the weights),
+// the norm vectors converted to f32:
 //   model.layers.I.self_attn.{q,k,v,o}_proj.weight, model.layers.I.mlp.{gate,up,down}_proj
 //   .weight, model.layers.I.{input,post_attention}_layernorm.weight, stored [out, in].
 // Only those tensors' bytes are read (the files are memory-mapped). Throws

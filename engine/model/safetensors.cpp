@@ -178,18 +178,22 @@ const TensorEntry& SafetensorsFile::entry(std::string_view name) const {
   return it->second;
 }
 
-std::vector<float> SafetensorsFile::read_f32(std::string_view name,
-                                             std::span<const std::uint64_t> expected_shape) const {
+std::span<const std::byte> SafetensorsFile::tensor_bytes(
+    std::string_view name, std::span<const std::uint64_t> expected_shape) const {
   const TensorEntry& e = entry(name);
   if (!std::ranges::equal(e.shape, expected_shape)) {
     fail_tensor(path().string(), name,
                 "shape " + shape_to_string(e.shape) + " does not match the expected " +
                     shape_to_string(expected_shape));
   }
-  const std::uint64_t count = (e.end - e.begin) / e.element_bytes;
-  std::vector<float> out(count);
-  const auto bytes = file_.bytes().subspan(header_.data_begin + e.begin, e.end - e.begin);
-  decode_to_f32(bytes, e.dtype, out.data(),
+  return file_.bytes().subspan(header_.data_begin + e.begin, e.end - e.begin);
+}
+
+std::vector<float> SafetensorsFile::read_f32(std::string_view name,
+                                             std::span<const std::uint64_t> expected_shape) const {
+  const auto bytes = tensor_bytes(name, expected_shape);
+  std::vector<float> out(bytes.size() / entry(name).element_bytes);
+  decode_to_f32(bytes, entry(name).dtype, out.data(),
                 path().string() + ": tensor '" + std::string(name) + "'");
   return out;
 }

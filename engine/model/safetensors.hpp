@@ -63,6 +63,11 @@ class SafetensorsFile {
   std::vector<float> read_f32(std::string_view name,
                               std::span<const std::uint64_t> expected_shape) const;
 
+  // The stored bytes of tensor `name` in the mapping (no copy, any alignment), after the
+  // same checks as read_f32.
+  std::span<const std::byte> tensor_bytes(std::string_view name,
+                                          std::span<const std::uint64_t> expected_shape) const;
+
  private:
   MappedFile file_;
   SafetensorsHeader header_;

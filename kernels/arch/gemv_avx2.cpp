@@ -1,7 +1,6 @@
-// The avx2 instantiation of the GEMV kernel (built with this ISA's flags only).
-#include "kernels/gemv_simd_impl.hpp"
+// The avx2 instantiations of the GEMV kernel (built with this ISA's flags only).
+#include "kernels/weights/gemv_simd_impl.hpp"
 
 namespace kvscope {
-template void gemv_kernel<xsimd::fma3<xsimd::avx2>>(const float*, const float*, std::size_t,
-                                                    std::size_t, float*, int);
+KVSCOPE_GEMV_KERNELS(, xsimd::fma3<xsimd::avx2>)
 }  // namespace kvscope

@@ -1,7 +1,7 @@
-// The avx512 instantiation of the GEMV kernel (built with this ISA's flags only).
-#include "kernels/gemv_simd_impl.hpp"
+// The avx512 instantiations of the GEMV kernel (built with this ISA's flags only).
+#include "kernels/weights/gemv_simd_impl.hpp"
 
 namespace kvscope {
-template void gemv_kernel<xsimd::avx512bw>(const float*, const float*, std::size_t, std::size_t,
-                                           float*, int);
+KVSCOPE_GEMV_KERNELS(, xsimd::avx512bw)
+KVSCOPE_GEMV_KERNEL(, xsimd::avx512bw, f16)
 }  // namespace kvscope

@@ -1,7 +1,7 @@
-// The sse2 instantiation of the GEMV kernel (built with this ISA's flags only).
-#include "kernels/gemv_simd_impl.hpp"
+// The sse2 instantiations of the GEMV kernel (built with this ISA's flags only).
+#include "kernels/weights/gemv_simd_impl.hpp"
 
 namespace kvscope {
-template void gemv_kernel<xsimd::sse2>(const float*, const float*, std::size_t, std::size_t, float*,
-                                       int);
+KVSCOPE_GEMV_KERNELS(, xsimd::sse2)
+KVSCOPE_GEMV_KERNEL(, xsimd::sse2, f16)
 }  // namespace kvscope

@@ -1,21 +1,43 @@
 #include "kernels/ref/layer_ops_ref.hpp"
 
 #include <cmath>
+#include <cstdint>
+
+#include "kernels/number_formats.hpp"
 
 namespace kvscope {
 
-void matmul_ref(const float* x, const float* w, std::size_t n, std::size_t in, std::size_t out,
-                float* y, int threads) {
+namespace {
+
+template <class Elem, class Widen>
+void matmul_rows(const float* x, const Elem* w, std::size_t n, std::size_t in, std::size_t out,
+                 float* y, int threads, Widen widen) {
   const auto n_tasks = static_cast<long>(n * out);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (long task = 0; task < n_tasks; ++task) {
     const std::size_t r = static_cast<std::size_t>(task) / out;
     const std::size_t c = static_cast<std::size_t>(task) % out;
     const float* xr = x + r * in;
-    const float* wc = w + c * in;
+    const Elem* wc = w + c * in;
     float acc = 0.0f;
-    for (std::size_t k = 0; k < in; ++k) acc += xr[k] * wc[k];
+    for (std::size_t k = 0; k < in; ++k) acc += xr[k] * widen(wc[k]);
     y[r * out + c] = acc;
+  }
+}
+
+}  // namespace
+
+void matmul_ref(const float* x, const WeightsView& w, std::size_t n, float* y, int threads) {
+  switch (w.dtype) {
+    case WeightDtype::f32:
+      return matmul_rows(x, static_cast<const float*>(w.data), n, w.cols, w.rows, y, threads,
+                         [](float v) { return v; });
+    case WeightDtype::bf16:
+      return matmul_rows(x, static_cast<const std::uint16_t*>(w.data), n, w.cols, w.rows, y,
+                         threads, bf16_bits_to_f32);
+    case WeightDtype::f16:
+      return matmul_rows(x, static_cast<const std::uint16_t*>(w.data), n, w.cols, w.rows, y,
+                         threads, f16_bits_to_f32);
   }
 }
 

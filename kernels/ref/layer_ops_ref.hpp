@@ -2,11 +2,13 @@
 // Scalar reference operations of a Llama-style decoder layer, besides attention.
 #include <cstddef>
 
+#include "kernels/weights/weight_dtype.hpp"
+
 namespace kvscope {
 
-// y[n × out] = x[n × in] · Wᵀ with W stored [out × in] row-major (Hugging Face layout).
-void matmul_ref(const float* x, const float* w, std::size_t n, std::size_t in, std::size_t out,
-                float* y, int threads);
+// y[n × w.rows] = x[n × w.cols] · Wᵀ with W stored [out × in] row-major (Hugging Face
+// layout) in its own type; each element is widened to f32 (exact) and products summed in f32.
+void matmul_ref(const float* x, const WeightsView& w, std::size_t n, float* y, int threads);
 
 // y = x / sqrt(mean(x²) + eps) ⊙ weight, for each of n rows of `width`.
 void rmsnorm_ref(const float* x, const float* weight, std::size_t n, std::size_t width, float eps,

@@ -59,7 +59,9 @@ LayerShape shape_of(const Attn& a) {
 // keys is close to a plain mean and hides which keys were read).
 LayerWeights peaked_weights(const LayerConfig& c) {
   LayerWeights w = LayerWeights::random(c, 17);
-  for (float& x : w.wq) x *= 4.0f;
+  std::vector<float> wq = w.wq.to_f32();
+  for (float& x : wq) x *= 4.0f;
+  w.wq = WeightMatrix(wq, w.wq.rows(), w.wq.cols());
   return w;
 }
 

@@ -140,7 +140,8 @@ TEST(DecoderLayer, RejectsWeightsOfTheWrongShape) {
                        .ffn_size = 32,
                        .capacity = 4});
   LayerWeights w = LayerWeights::random(c, 1);
-  w.wk.pop_back();
+  w.wk = WeightMatrix(std::vector<float>((w.wk.rows() - 1) * w.wk.cols()), w.wk.rows() - 1,
+                      w.wk.cols());
   try {
     DecoderLayer layer(c, w, {});
     FAIL();

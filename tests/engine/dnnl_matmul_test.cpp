@@ -9,6 +9,8 @@
 
 #include "engine/layer_weights.hpp"
 #include "engine/projector.hpp"
+#include "engine/weight_matrix.hpp"
+#include "kernels/number_formats.hpp"
 
 namespace kvscope {
 namespace {
@@ -48,23 +50,42 @@ TEST(DnnlMatmul, MatchesFloat64ReferenceAndCachesPrimitives) {
   }
 }
 
-class Projector : public ::testing::TestWithParam<Isa> {};
+struct ProjectorCase {
+  Isa isa;
+  WeightDtype dtype;
+  ComputeMode compute;
+};
 
+class Projector : public ::testing::TestWithParam<ProjectorCase> {};
+
+// Every path (scalar reference, GEMV, oneDNN f32, blocks widened to f32, bf16 × bf16)
+// against float64 over the weights as stored. Exact paths: within f32 summation error.
+// The bf16 path (fast, bf16 weights, m > 1) must equal float64 over x rounded to bf16 to the
+// same bound, which also proves it took that path: with x unrounded it is off by ~2^-9.
 TEST_P(Projector, EveryPathAgrees) {
-  const Isa isa = GetParam();
+  const auto [isa, dtype, compute] = GetParam();
   if (!cpu_supports(isa)) GTEST_SKIP() << "CPU lacks " << to_string(isa);
-  const std::size_t k = 40, n = 24;
+  const std::size_t k = 40, n = 40;
+  std::vector<float> values(n * k);
+  fill_uniform(values, 2, -1.0f, 1.0f);
+  const WeightMatrix w(values, n, k, dtype);
   for (std::size_t m : {1, 6}) {
-    std::vector<float> x(m * k), w(n * k);
+    std::vector<float> x(m * k);
     fill_uniform(x, 1, -1.0f, 1.0f);
-    fill_uniform(w, 2, -1.0f, 1.0f);
+    const bool rounds_x = m > 1 && isa != Isa::scalar && dtype == WeightDtype::bf16 &&
+                          compute == ComputeMode::fast;
+    std::vector<float> x_seen = x;
+    if (rounds_x) {
+      for (float& v : x_seen) v = bf16_bits_to_f32(f32_to_bf16_bits(v));
+    }
     std::vector<double> want, scale;
-    reference(x, w, m, k, n, want, scale);
-    kvscope::Projector project(isa, 2);
+    reference(x_seen, w.to_f32(), m, k, n, want, scale);
+    // 16 rows per widened block: W's 40 rows take blocks of 16, 16 and 8.
+    kvscope::Projector project(isa, 2, compute, 16 * k * sizeof(float));
     std::vector<float> y(m * n);
-    project(x.data(), w.data(), m, k, n, y.data());
+    project(x.data(), w.view(), m, y.data());
     for (std::size_t i = 0; i < m * n; ++i) {
-      EXPECT_NEAR(y[i], want[i], 1e-6 * scale[i]) << "m=" << m;
+      EXPECT_NEAR(y[i], want[i], 1e-6 * scale[i]) << "m=" << m << " output " << i;
     }
     // The scalar reference never touches oneDNN.
     if (isa == Isa::scalar) {
@@ -73,9 +94,21 @@ TEST_P(Projector, EveryPathAgrees) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryIsa, Projector,
-                         ::testing::Values(Isa::scalar, Isa::sse2, Isa::avx2, Isa::avx512),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+std::vector<ProjectorCase> projector_cases() {
+  std::vector<ProjectorCase> cases;
+  for (Isa isa : {Isa::scalar, Isa::sse2, Isa::avx2, Isa::avx512})
+    for (WeightDtype dtype : {WeightDtype::f32, WeightDtype::bf16, WeightDtype::f16})
+      for (ComputeMode compute : {ComputeMode::exact, ComputeMode::fast})
+        cases.push_back({isa, dtype, compute});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPath, Projector, ::testing::ValuesIn(projector_cases()),
+                         [](const auto& info) {
+                           return std::string(to_string(info.param.isa)) + "_" +
+                                  std::string(to_string(info.param.dtype)) + "_" +
+                                  std::string(to_string(info.param.compute));
+                         });
 
 }  // namespace
 }  // namespace kvscope

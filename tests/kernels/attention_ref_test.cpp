@@ -114,7 +114,7 @@ TEST(AttentionRef, HandComputedTwoHeadsWithOutputProjection) {
   std::vector<float> heads(4), out(2);
   attend_ref({q.data(), 1, 1, 2, cache.view(), heads.data()}, 1);
   const std::vector<float> wo{1, 0, 0, 0, 0, 1, 1, 1};
-  matmul_ref(heads.data(), wo.data(), 1, 4, 2, out.data(), 1);
+  matmul_ref(heads.data(), {wo.data(), WeightDtype::f32, 2, 4}, 1, out.data(), 1);
   const double w1 = 1.0 / (1.0 + std::exp(-1.0 / std::sqrt(2.0)));
   EXPECT_NEAR(heads[2], 3.0, 1e-6);
   EXPECT_NEAR(heads[3], 1.0, 1e-6);

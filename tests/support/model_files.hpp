@@ -146,13 +146,13 @@ inline std::map<std::string, TestTensor> layer_tensors(const LayerShape& s, cons
   const auto f = static_cast<std::uint64_t>(s.ffn_size);
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   std::map<std::string, TestTensor> t;
-  t[p + "self_attn.q_proj.weight"] = {dtype, {q, h}, encode(w.wq, dtype)};
-  t[p + "self_attn.k_proj.weight"] = {dtype, {kv, h}, encode(w.wk, dtype)};
-  t[p + "self_attn.v_proj.weight"] = {dtype, {kv, h}, encode(w.wv, dtype)};
-  t[p + "self_attn.o_proj.weight"] = {dtype, {h, q}, encode(w.wo, dtype)};
-  t[p + "mlp.gate_proj.weight"] = {dtype, {f, h}, encode(w.w_gate, dtype)};
-  t[p + "mlp.up_proj.weight"] = {dtype, {f, h}, encode(w.w_up, dtype)};
-  t[p + "mlp.down_proj.weight"] = {dtype, {h, f}, encode(w.w_down, dtype)};
+  t[p + "self_attn.q_proj.weight"] = {dtype, {q, h}, encode(w.wq.to_f32(), dtype)};
+  t[p + "self_attn.k_proj.weight"] = {dtype, {kv, h}, encode(w.wk.to_f32(), dtype)};
+  t[p + "self_attn.v_proj.weight"] = {dtype, {kv, h}, encode(w.wv.to_f32(), dtype)};
+  t[p + "self_attn.o_proj.weight"] = {dtype, {h, q}, encode(w.wo.to_f32(), dtype)};
+  t[p + "mlp.gate_proj.weight"] = {dtype, {f, h}, encode(w.w_gate.to_f32(), dtype)};
+  t[p + "mlp.up_proj.weight"] = {dtype, {f, h}, encode(w.w_up.to_f32(), dtype)};
+  t[p + "mlp.down_proj.weight"] = {dtype, {h, f}, encode(w.w_down.to_f32(), dtype)};
   t[p + "input_layernorm.weight"] = {dtype, {h}, encode(w.attn_norm, dtype)};
   t[p + "post_attention_layernorm.weight"] = {dtype, {h}, encode(w.mlp_norm, dtype)};
   return t;
@@ -164,10 +164,12 @@ inline LayerWeights test_weights(const LayerShape& s, std::uint64_t seed,
   LayerShape with_capacity = s;
   with_capacity.capacity = 1;
   LayerWeights w = LayerWeights::random(LayerConfig(with_capacity), seed);
-  for (auto* v :
-       {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down, &w.attn_norm, &w.mlp_norm}) {
-    snap_to_dtype(*v, dtype);
+  for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+    std::vector<float> values = m->to_f32();
+    snap_to_dtype(values, dtype);
+    *m = WeightMatrix(values, m->rows(), m->cols());
   }
+  for (std::vector<float>* v : {&w.attn_norm, &w.mlp_norm}) snap_to_dtype(*v, dtype);
   return w;
 }
 

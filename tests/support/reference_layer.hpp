@@ -35,8 +35,9 @@ inline std::vector<double> reference_layer(const LayerShape& s, const LayerWeigh
     return out;
   };
   // [n × in] · W[out × in]ᵀ
-  const auto project = [&](const std::vector<double>& in, const std::vector<float>& W,
+  const auto project = [&](const std::vector<double>& in, const WeightMatrix& matrix,
                            std::size_t in_dim, std::size_t out_dim) {
+    const std::vector<float> W = matrix.to_f32();  // exact: the values the layer multiplies
     std::vector<double> out(n * out_dim, 0.0);
     for (std::size_t t = 0; t < n; ++t)
       for (std::size_t o = 0; o < out_dim; ++o) {

@@ -40,6 +40,9 @@ TEST(ReportArithmetic, PeakBytesCountCacheReadBufferAndWeights) {
                        .head_dim = 16,
                        .ffn_size = 128,
                        .capacity = 100 + 3 + 2});
+  EXPECT_EQ(report_peak_bytes(r),
+            2 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes(WeightDtype::bf16));
+  r.weights_dtype = WeightDtype::f32;
   EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes());
   r.measure_layer = false;
   EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32));

@@ -3,13 +3,14 @@
 #include <cstddef>
 
 #include "kernels/isa.hpp"
+#include "kernels/weights/weight_dtype.hpp"
 
 namespace kvscope {
 
-// y[n] = W[n × k] · x[k], W row-major (a Hugging Face [out × in] weight), rows split over
+// y[w.rows] = W · x[w.cols], W row-major in its stored type (a Hugging Face [out × in]
+// weight, read in place: f16/bf16 are widened in registers, exactly), rows split over
 // `threads` OpenMP threads. Isa::scalar runs matmul_ref; the others their xsimd kernel.
 // Throws std::invalid_argument if this CPU lacks `isa`.
-void gemv(const float* x, const float* w, std::size_t k, std::size_t n, float* y, Isa isa,
-          int threads);
+void gemv(const float* x, const WeightsView& w, float* y, Isa isa, int threads);
 
 }  // namespace kvscope
