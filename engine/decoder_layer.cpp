@@ -1,5 +1,6 @@
 #include "engine/decoder_layer.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,7 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
   cache_.append(k.data(), v.data(), n);
 
   std::vector<float> heads(n * c.q_width());
+  const auto attention_start = std::chrono::steady_clock::now();
   attend({.q = q.data(),
           .n_queries = n,
           .first_pos = first_pos,
@@ -64,6 +66,8 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
           .kv = cache_.view(),
           .out = heads.data()},
          options_.isa, threads, options_.compute);
+  attention_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_start).count();
   std::vector<float> y(n * hidden);
   projector_(heads.data(), w.wo.view(), n, y.data());
   for (std::size_t i = 0; i < n * hidden; ++i) y[i] += x[i];

@@ -36,6 +36,9 @@ class DecoderLayer {
   std::vector<float> decode(const float* x) { return prefill(x, 1); }
 
   const LayerConfig& config() const { return config_; }
+  // Wall time spent in attention (scores, softmax, values: not the projections) since
+  // construction: what share of a prefill or a step attention takes.
+  double attention_seconds() const { return attention_seconds_; }
   const KvCache& cache() const { return cache_; }
   void reset() { cache_.clear(); }
 
@@ -50,6 +53,7 @@ class DecoderLayer {
   Options options_;
   KvCache cache_;
   Projector projector_;  // matmul_ref for Isa::scalar, else oneDNN / GEMV
+  double attention_seconds_ = 0;
 };
 
 }  // namespace kvscope

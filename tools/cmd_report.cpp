@@ -28,7 +28,7 @@ struct ReportFlags {
   std::string kv_heads;
   std::string kv_dtypes = "f32,bf16,int8";
   int steps = 10;
-  bool no_layer = false;
+  bool no_layer = false, no_prefill = false;
   std::string weights_dtype = "bf16";
   bool json = false;
   bool csv = false;
@@ -108,6 +108,7 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
     request.kv_heads.push_back(f.shape.kv_heads);  // the model's own shape is always a row
   }
   request.measure_layer = !f.no_layer;
+  request.measure_prefill = !f.no_prefill;
   request.weights_dtype = parse_weight_dtype(f.weights_dtype);
   request.isa = f.compute.resolved_isa();
   request.compute = f.compute.resolved_compute();
@@ -169,8 +170,8 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
       "\n(cache/layer and read/step in MB = 1e6 bytes; 'read GB/s' is a plain read loop "
       "over the same bytes with the same threads; 'unit' is the compute unit the decode kernel "
       "ran on; 'light' is the speed of light, max of bytes ÷ read bandwidth and FLOPs ÷ that "
-      "unit's peak; 'layer t/s' is the full decoder layer "
-      "at hidden %lld, ffn %lld, %s weights)\n\n",
+      "unit's peak; 'layer t/s' is the full decoder layer's decode step and 'prefill t/s' its "
+      "prefill of the row's tokens, at hidden %lld, ffn %lld, %s weights)\n\n",
       static_cast<long long>(request.hidden_size), static_cast<long long>(request.ffn_size),
       std::string(to_string(request.weights_dtype)).c_str());
   std::fputs(explain_report(rows).c_str(), stdout);
@@ -201,6 +202,8 @@ void add_report_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--steps", flags->steps, "timed decode steps per row")->capture_default_str();
   cmd->add_flag("--no-layer", flags->no_layer, "skip the full decoder-layer measurement");
+  cmd->add_flag("--no-prefill", flags->no_prefill,
+                "skip the full-layer prefill of each context (long at 32,768 tokens)");
   cmd->add_option("--weights-dtype", flags->weights_dtype,
                   "the full layer's weights: bf16 (as checkpoints ship), f16 or f32")
       ->capture_default_str();

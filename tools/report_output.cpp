@@ -47,6 +47,9 @@ const std::vector<std::string> kColumns = {"variant",
                                            "layer_weights_share",
                                            "layer_attention_share",
                                            "layer_other_share",
+                                           "prefill_seconds",
+                                           "prefill_tokens_per_s",
+                                           "prefill_attention_share",
                                            "cache_state",
                                            "cold_method",
                                            "caches_allocated",
@@ -91,6 +94,9 @@ nlohmann::json row_json(const ReportRow& r) {
           {"layer_weights_share", r.layer_weights_share},
           {"layer_attention_share", r.layer_attention_share},
           {"layer_other_share", r.layer_other_share},
+          {"prefill_seconds", r.prefill_seconds},
+          {"prefill_tokens_per_s", r.prefill_tokens_per_s},
+          {"prefill_attention_share", r.prefill_attention_share},
           {"cache_state", to_string(r.cache_state)},
           {"cold_method", r.cold_method},
           {"caches_allocated", r.caches_allocated},
@@ -141,10 +147,10 @@ std::string report_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[400];
   std::snprintf(line, sizeof line,
-                "%-7s %4s %-5s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n",
+                "%-7s %4s %-5s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %11s\n",
                 "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step",
                 "step median (min-max)", "tokens/s", "GB/s", "read GB/s", "of bw", "light",
-                "of SoL", "layer t/s");
+                "of SoL", "layer t/s", "prefill t/s");
   out += line;
   for (const ReportRow& r : rows) {
     const std::string range = format_seconds(r.attn_seconds_median) + " (" +
@@ -152,17 +158,21 @@ std::string report_table(const std::vector<ReportRow>& rows) {
                               format_seconds(r.attn_seconds_max) + ")";
     char layer[32] = "-";
     if (r.layer_tokens_per_s > 0) std::snprintf(layer, sizeof layer, "%.1f", r.layer_tokens_per_s);
+    char prefill[32] = "-";
+    if (r.prefill_tokens_per_s > 0) {
+      std::snprintf(prefill, sizeof prefill, "%.0f", r.prefill_tokens_per_s);
+    }
     std::snprintf(
         line, sizeof line,
         "%-7s %4lld %-5s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
-        "%10s\n",
+        "%10s %11s\n",
         r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
         std::string(to_string(r.kv_dtype)).c_str(), std::string(to_string(r.compute_unit)).c_str(),
         static_cast<long long>(r.tokens), mb(r.cache_bytes).c_str(),
         mb(r.bytes_read_per_step).c_str(), range.c_str(), r.attn_tokens_per_s, r.attn_gbps,
         r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
         format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light,
-        layer);
+        layer, prefill);
     out += line;
   }
   return out;
@@ -283,7 +293,16 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows) {
                 mb(r->layer_bytes_per_step - r->layer_weight_bytes).c_str(), r->read_bandwidth_gbps,
                 100 * r->layer_weights_share, 100 * r->layer_attention_share,
                 100 * r->layer_other_share);
-  return buf;
+  std::string text = buf;
+  if (r->prefill_seconds > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "Its prefill of the %s tokens from an empty cache (the time to first token) "
+                  "takes %s, %.0f tokens/s, %.0f%% of it in attention.\n",
+                  with_commas(r->tokens).c_str(), format_seconds(r->prefill_seconds).c_str(),
+                  r->prefill_tokens_per_s, 100 * r->prefill_attention_share);
+    text += buf;
+  }
+  return text;
 }
 
 std::string report_svg(const std::vector<ReportRow>& rows) {

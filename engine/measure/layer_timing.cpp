@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checked_math.hpp"
 #include "engine/decoder_layer.hpp"
 #include "engine/kv_footprint.hpp"
 #include "engine/measure/decode_timing.hpp"
@@ -47,6 +48,41 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
                                    .tokens = context,
                                    .dtype = kv_dtype})
                          .total_bytes;
+  return t;
+}
+
+std::uint64_t layer_prefill_bytes(const LayerConfig& c, std::int64_t tokens, KvDtype kv_dtype,
+                                  WeightDtype weights_dtype) {
+  const std::uint64_t row_floats =
+      4 * c.hidden_size() + 2 * c.q_width() + 2 * c.kv_width() + 2 * c.ffn_size();
+  const std::uint64_t activations = checked_mul(
+      checked_mul(static_cast<std::uint64_t>(tokens), row_floats, "prefill activations"),
+      sizeof(float), "prefill activations");
+  return checked_add(checked_add(c.weight_bytes(weights_dtype), c.kv_cache_bytes(kv_dtype),
+                                 "prefill memory"),
+                     activations, "prefill memory");
+}
+
+LayerPrefillTiming time_layer_prefill(const LayerConfig& config, std::int64_t tokens,
+                                      KvDtype kv_dtype, Isa isa, int threads, ComputeMode compute,
+                                      WeightDtype weights_dtype) {
+  if (tokens < 1 || static_cast<std::uint64_t>(tokens) > config.capacity()) {
+    throw std::invalid_argument("prefill of " + std::to_string(tokens) +
+                                " tokens does not fit the capacity " +
+                                std::to_string(config.capacity()));
+  }
+  DecoderLayer layer(config, LayerWeights::random(config, 42, weights_dtype),
+                     {.kv_dtype = kv_dtype, .isa = isa, .threads = threads, .compute = compute});
+  const auto n = static_cast<std::size_t>(tokens);
+  std::vector<float> x(n * config.hidden_size());
+  fill_uniform(x, 7, -1.0f, 1.0f);
+  const double attention_before = layer.attention_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  (void)layer.prefill(x.data(), n);
+  LayerPrefillTiming t;
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  t.tokens_per_s = static_cast<double>(tokens) / t.seconds;
+  t.attention_share = (layer.attention_seconds() - attention_before) / t.seconds;
   return t;
 }
 

@@ -24,4 +24,23 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
                               ComputeMode compute = ComputeMode::exact,
                               WeightDtype weights_dtype = WeightDtype::f32);
 
+// Bytes a prefill of `tokens` holds at once: weights, the cache and the activations
+// (x, normed x, q, k, v, attention output, residual, gate, up, output: [tokens × width] f32).
+std::uint64_t layer_prefill_bytes(const LayerConfig& config, std::int64_t tokens,
+                                  KvDtype kv_dtype, WeightDtype weights_dtype);
+
+struct LayerPrefillTiming {
+  double seconds = 0;  // the whole prefill: the time to first token at this context
+  double tokens_per_s = 0;
+  double attention_share = 0;  // of `seconds`, spent in attention
+};
+
+// Builds a layer as time_layer_decode does (capacity ≥ tokens) and times one prefill of
+// `tokens` random rows from an empty cache, as a first request meets it: no warm-up run
+// (it measured within noise of a second run: oneDNN's primitives take milliseconds to
+// create against seconds of matmul).
+LayerPrefillTiming time_layer_prefill(const LayerConfig& config, std::int64_t tokens,
+                                      KvDtype kv_dtype, Isa isa, int threads, ComputeMode compute,
+                                      WeightDtype weights_dtype);
+
 }  // namespace kvscope

@@ -82,7 +82,12 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
         std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
         const CachePlan plan = report_plan(r, config, dtype, llc);
         need = std::max(need, checked_mul(plan.cache_bytes, plan.caches, "report memory"));
-        if (r.measure_layer) need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
+        if (r.measure_layer) {
+          need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
+        }
+        if (r.measure_layer && r.measure_prefill) {
+          need = std::max(need, layer_prefill_bytes(config, tokens, dtype, r.weights_dtype));
+        }
         peak = std::max(peak, need);
       }
     }
@@ -198,6 +203,14 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
           row.layer_attention_share =
               std::min(1.0 - row.layer_weights_share, row.attn_seconds_median / layer.median_s);
           row.layer_other_share = 1.0 - row.layer_weights_share - row.layer_attention_share;
+          if (r.measure_prefill) {
+            const LayerPrefillTiming prefill =
+                time_layer_prefill(layer_config(r, kv_heads, tokens), tokens, dtype, r.isa,
+                                   r.threads, r.compute, r.weights_dtype);
+            row.prefill_seconds = prefill.seconds;
+            row.prefill_tokens_per_s = prefill.tokens_per_s;
+            row.prefill_attention_share = prefill.attention_share;
+          }
         }
         rows.push_back(row);
       }

@@ -25,6 +25,7 @@ struct ReportRequest {
   std::int64_t hidden_size = 4096;  // for the full-layer measurement
   std::int64_t ffn_size = 11008;
   bool measure_layer = true;
+  bool measure_prefill = true;  // the full layer's prefill of `tokens` (needs measure_layer)
   WeightDtype weights_dtype = WeightDtype::bf16;  // the full layer's, as checkpoints ship
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
@@ -68,6 +69,10 @@ struct ReportRow {
   // Where the layer step goes: reading the weights at the read loop's bandwidth, the
   // attention step measured above, and the rest (norms, RoPE, activations, overheads).
   double layer_weights_share = 0, layer_attention_share = 0, layer_other_share = 0;
+  // The full layer's prefill of `tokens` tokens from an empty cache: the time to first token.
+  double prefill_seconds = 0;  // 0 when not measured
+  double prefill_tokens_per_s = 0;
+  double prefill_attention_share = 0;
   // How the cache was read: attn_* above are one layer's share of a step over all layers.
   CacheState cache_state = CacheState::cold;
   std::string cold_method;               // "copies", "flush" or "none" (warm)

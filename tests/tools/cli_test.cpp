@@ -266,6 +266,11 @@ TEST(KvscopeConfig, SizeAndReportTakeTheShapeFromConfigJson) {
   EXPECT_EQ(report[0]["n_heads"], 8);
   EXPECT_EQ(report[1]["n_kv_heads"], 2);
   EXPECT_GT(report[1]["layer_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(report[1]["prefill_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(report[1]["weights_dtype"], "bf16");
+  // Weights in bf16: 2 bytes per projection element, the two norms in f32.
+  const std::uint64_t projections = 256 * 256 * 2 + 256 * 64 * 2 + 256 * 512 * 3;
+  EXPECT_EQ(report[1]["layer_weight_bytes"], projections * 2 + 2 * 256 * 4);
 }
 
 TEST(KvscopeConfig, BadConfigIsOneClearLine) {

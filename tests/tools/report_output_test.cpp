@@ -68,7 +68,9 @@ TEST(ReportOutput, JsonRowsHaveTheDocumentedFields) {
   EXPECT_EQ(j[2]["variant"], "MQA");
   for (const char* key :
        {"cache_state", "llc_bytes", "cold_method", "caches_allocated", "model_attn_seconds_median",
-        "model_attn_tokens_per_s", "bytes_read_per_model_step"}) {
+        "model_attn_tokens_per_s", "bytes_read_per_model_step", "weights_dtype",
+        "layer_weight_bytes", "layer_weights_share", "prefill_seconds", "prefill_tokens_per_s",
+        "prefill_attention_share"}) {
     EXPECT_TRUE(j[0].contains(key)) << key;
   }
   EXPECT_EQ(j[0]["cache_state"], "cold");

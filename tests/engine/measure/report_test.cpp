@@ -40,6 +40,13 @@ TEST(ReportArithmetic, PeakBytesCountCacheReadBufferAndWeights) {
                        .head_dim = 16,
                        .ffn_size = 128,
                        .capacity = 100 + 3 + 2});
+  // The prefill of 100 tokens holds the weights, its cache and 100 rows of activations:
+  // x, h, attention out, y, out (4 × 64 wide, counted as 4), q and heads (2 × 64), k and v
+  // (2 × 64), gate and up (2 × 128), in f32 — more than the attention phase's two caches.
+  const std::uint64_t activations = 100 * (4 * 64 + 2 * 64 + 2 * 64 + 2 * 128) * 4;
+  EXPECT_EQ(report_peak_bytes(r),
+            c.weight_bytes(WeightDtype::bf16) + c.kv_cache_bytes(KvDtype::f32) + activations);
+  r.measure_prefill = false;
   EXPECT_EQ(report_peak_bytes(r),
             2 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes(WeightDtype::bf16));
   r.weights_dtype = WeightDtype::f32;
@@ -125,6 +132,14 @@ TEST(Report, RowsCarryConsistentBytesFlopsAndRatios) {
                      speed_of_light_seconds(row.bytes_read_per_step, row.flops_per_step,
                                             row.read_bandwidth_gbps, row.fma_peak_gflops));
     EXPECT_GT(row.layer_tokens_per_s, 0.0);
+    // The step's shares add up; the prefill of `tokens` ran and attention took part of it.
+    EXPECT_NEAR(row.layer_weights_share + row.layer_attention_share + row.layer_other_share, 1.0,
+                1e-12);
+    EXPECT_EQ(row.weights_dtype, WeightDtype::bf16);
+    EXPECT_NEAR(row.prefill_tokens_per_s * row.prefill_seconds, static_cast<double>(row.tokens),
+                1e-6 * row.tokens);
+    EXPECT_GT(row.prefill_attention_share, 0.0);
+    EXPECT_LT(row.prefill_attention_share, 1.0);
     EXPECT_TRUE(row.bound == "memory" || row.bound == "compute");
     // Cold by default: a step reads all 3 layers' caches, cycled among enough copies.
     EXPECT_EQ(row.cache_state, CacheState::cold);
