@@ -38,6 +38,19 @@ LayerWeights LayerWeights::random(const LayerConfig& c, std::uint64_t seed) {
   w.mlp_norm.resize(hidden);
   fill_uniform(w.attn_norm, ++stream, 0.9f, 1.1f);
   fill_uniform(w.mlp_norm, ++stream, 0.9f, 1.1f);
+  // Streams continue past the Llama tensors, so those stay as they were for a given seed.
+  auto optional = [&](std::vector<float>& m, bool present, std::size_t size, float lo, float hi) {
+    ++stream;
+    if (!present) return;
+    m.resize(size);
+    fill_uniform(m, stream, lo, hi);
+  };
+  optional(w.bq, c.qkv_bias(), c.q_width(), -0.5f, 0.5f);
+  optional(w.bk, c.qkv_bias(), c.kv_width(), -0.5f, 0.5f);
+  optional(w.bv, c.qkv_bias(), c.kv_width(), -0.5f, 0.5f);
+  optional(w.bo, c.o_bias(), hidden, -0.5f, 0.5f);
+  optional(w.q_norm, c.qk_norm(), c.head_dim(), 0.5f, 1.5f);
+  optional(w.k_norm, c.qk_norm(), c.head_dim(), 0.5f, 1.5f);
   return w;
 }
 
@@ -60,6 +73,12 @@ void LayerWeights::check_shapes(const LayerConfig& c) const {
   expect(w_down, hidden, c.ffn_size(), "w_down");
   expect(attn_norm, 1, hidden, "attn_norm");
   expect(mlp_norm, 1, hidden, "mlp_norm");
+  expect(bq, 1, c.qkv_bias() ? c.q_width() : 0, "bq");
+  expect(bk, 1, c.qkv_bias() ? c.kv_width() : 0, "bk");
+  expect(bv, 1, c.qkv_bias() ? c.kv_width() : 0, "bv");
+  expect(bo, 1, c.o_bias() ? hidden : 0, "bo");
+  expect(q_norm, 1, c.qk_norm() ? c.head_dim() : 0, "q_norm");
+  expect(k_norm, 1, c.qk_norm() ? c.head_dim() : 0, "k_norm");
 }
 
 }  // namespace kvscope
