@@ -13,8 +13,10 @@
 namespace kvscope {
 
 // y = x + Attention(RMSNorm(x)); out = y + down(silu(gate·h) ⊙ up·h), h = RMSNorm(y).
-// Attention: Q=hW_Qᵀ, K=hW_Kᵀ, V=hW_Vᵀ, RoPE on q and k, causal softmax(QKᵀ/√head_dim)V per
-// head, heads concatenated and projected by W_O. Positions continue from the cache: a
+// Attention: Q=hW_Qᵀ(+b_q), K=hW_Kᵀ(+b_k), V=hW_Vᵀ(+b_v); with qk_norm, RMSNorm over head_dim
+// on every q and k head; RoPE on q and k (the config's frequency table); causal
+// softmax(QKᵀ/√head_dim)V per head, over the last W keys only with a sliding window W;
+// heads concatenated and projected by W_O (+b_o). Positions continue from earlier calls: a
 // prefill of n tokens followed by decode steps equals one prefill of them all.
 class DecoderLayer {
  public:
@@ -27,7 +29,7 @@ class DecoderLayer {
 
   DecoderLayer(const LayerConfig& config, LayerWeights weights, Options options);
 
-  // x: [n × hidden_size] at positions cache().size() … + n − 1; returns [n × hidden_size].
+  // x: [n × hidden_size] at positions position() … + n − 1; returns [n × hidden_size].
   // Throws, with the cache unchanged, if n is 0, the tokens exceed the cache's capacity,
   // or x holds NaN or infinity.
   std::vector<float> prefill(const float* x, std::size_t n);
@@ -40,20 +42,33 @@ class DecoderLayer {
   // construction: what share of a prefill or a step attention takes.
   double attention_seconds() const { return attention_seconds_; }
   const KvCache& cache() const { return cache_; }
-  void reset() { cache_.clear(); }
+  std::size_t position() const { return position_; }  // tokens seen so far
+  void reset() {
+    cache_.clear();
+    position_ = 0;
+  }
 
   // Appends stand-in context rows k, v [n × n_kv_heads × head_dim] (RoPE already applied)
   // straight to the cache, without computing them: lets a measurement decode at position
   // n without paying for an n-token prefill first.
-  void append_context(const float* k, const float* v, std::size_t n) { cache_.append(k, v, n); }
+  void append_context(const float* k, const float* v, std::size_t n) {
+    cache_.append(k, v, n);
+    position_ += n;
+  }
 
  private:
   LayerConfig config_;
   LayerWeights weights_;
   Options options_;
-  KvCache cache_;
+  KvCache cache_;  // config.cache_rows() rows: a ring of W under a sliding window W
+  std::size_t position_ = 0;
   Projector projector_;  // matmul_ref for Isa::scalar, else oneDNN / GEMV
   double attention_seconds_ = 0;
+
+  // Appends the roped k, v of queries at positions position_ … + n − 1 to the cache and
+  // attends each q to the keys it sees; heads: [n × q_width].
+  void attend_new_tokens(const float* q, const float* k, const float* v, std::size_t n,
+                         float* heads);
 };
 
 }  // namespace kvscope

@@ -45,7 +45,7 @@ KvCache::KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capac
 }
 
 KvCache::KvCache(const LayerConfig& config, KvDtype dtype)
-    : KvCache(config.n_kv_heads(), config.head_dim(), config.capacity(), dtype) {}
+    : KvCache(config.n_kv_heads(), config.head_dim(), config.cache_rows(), dtype) {}
 
 KvCache KvCache::clone() const {
   KvCache copy(n_kv_heads_, head_dim_, capacity_, dtype_);
@@ -56,6 +56,7 @@ KvCache KvCache::clone() const {
     std::memcpy(copy.v_scale_.data(), v_scale_.data(), v_scale_.bytes());
   }
   copy.size_ = size_;
+  copy.written_ = written_;
   return copy;
 }
 
@@ -69,21 +70,28 @@ void KvCache::append(const float* k, const float* v, std::size_t n) {
                             std::to_string(capacity_) + " tokens, cannot append " +
                             std::to_string(n) + " more");
   }
+  for (std::size_t i = 0; i < n; ++i) store(k, v, i, size_ + i);
+  size_ += n;
+  written_ = size_;
+}
+
+void KvCache::append_ring(const float* k, const float* v, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i, ++written_) store(k, v, i, written_ % capacity_);
+  size_ = written_ < capacity_ ? written_ : capacity_;
+}
+
+void KvCache::store(const float* k, const float* v, std::size_t i, std::size_t slot) {
   const std::size_t row_bytes = head_dim_ * kv_element_bytes(dtype_);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t pos = size_ + i;
-    for (std::size_t h = 0; h < n_kv_heads_; ++h) {
-      const std::size_t src = (i * n_kv_heads_ + h) * head_dim_;
-      const std::size_t dst = h * head_stride_bytes_ + pos * row_bytes;
-      const float k_scale = encode_row_ref(dtype_, k + src, head_dim_, k_.data() + dst);
-      const float v_scale = encode_row_ref(dtype_, v + src, head_dim_, v_.data() + dst);
-      if (kv_has_scales(dtype_)) {
-        k_scale_.as<float>()[h * capacity_ + pos] = k_scale;
-        v_scale_.as<float>()[h * capacity_ + pos] = v_scale;
-      }
+  for (std::size_t h = 0; h < n_kv_heads_; ++h) {
+    const std::size_t src = (i * n_kv_heads_ + h) * head_dim_;
+    const std::size_t dst = h * head_stride_bytes_ + slot * row_bytes;
+    const float k_scale = encode_row_ref(dtype_, k + src, head_dim_, k_.data() + dst);
+    const float v_scale = encode_row_ref(dtype_, v + src, head_dim_, v_.data() + dst);
+    if (kv_has_scales(dtype_)) {
+      k_scale_.as<float>()[h * capacity_ + slot] = k_scale;
+      v_scale_.as<float>()[h * capacity_ + slot] = v_scale;
     }
   }
-  size_ += n;
 }
 
 KvView KvCache::view() const {

@@ -29,12 +29,18 @@ class KvCache {
   // the tokens already in the cache stay as they were.
   void append(const float* k, const float* v, std::size_t n);
 
+  // A sliding-window cache: appends n tokens to a ring of capacity() rows, each overwriting
+  // the oldest row once the ring is full, so it keeps the last capacity() tokens. Rows are
+  // then not in position order; attention over them does not depend on the order (RoPE was
+  // applied at each key's true position). size() stops growing at capacity().
+  void append_ring(const float* k, const float* v, std::size_t n);
+
   // A second cache with the same shape and the same stored bytes (a deep copy: a cold
   // measurement cycles through such copies).
   KvCache clone() const;
 
   // Forgets the stored tokens (capacity and memory stay).
-  void clear() { size_ = 0; }
+  void clear() { size_ = written_ = 0; }
 
   KvView view() const;
 
@@ -44,6 +50,10 @@ class KvCache {
   std::size_t head_stride_bytes_;
   AlignedBuffer k_, v_, k_scale_, v_scale_;
   std::size_t size_ = 0;
+  std::size_t written_ = 0;  // tokens ever appended: the ring's next row is written_ % capacity_
+
+  // Encodes token i of k, v [n × n_kv_heads × head_dim] into row `slot` of every kv head.
+  void store(const float* k, const float* v, std::size_t i, std::size_t slot);
 };
 
 }  // namespace kvscope

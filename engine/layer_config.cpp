@@ -36,7 +36,11 @@ LayerConfig::LayerConfig(const LayerShape& s)
       ffn_size_(positive(s.ffn_size, "ffn_size")),
       capacity_(positive(s.capacity, "capacity")),
       rms_norm_eps_(positive_finite(s.rms_norm_eps, "rms_norm_eps")),
-      rope_theta_(positive_finite(s.rope_theta, "rope_theta")) {
+      rope_theta_(positive_finite(s.rope_theta, "rope_theta")),
+      qkv_bias_(s.qkv_bias),
+      o_bias_(s.o_bias),
+      qk_norm_(s.qk_norm),
+      sliding_window_(s.sliding_window == 0 ? 0 : positive(s.sliding_window, "sliding_window")) {
   if (n_heads_ % n_kv_heads_ != 0) {
     throw std::invalid_argument("n_heads (" + std::to_string(n_heads_) +
                                 ") must be a multiple of n_kv_heads (" +
@@ -46,6 +50,7 @@ LayerConfig::LayerConfig(const LayerShape& s)
     throw std::invalid_argument("head_dim must be even for rotate-half RoPE, got " +
                                 std::to_string(head_dim_));
   }
+  rope_inv_freq_ = rope_inv_frequencies(head_dim_, s.rope_theta, s.rope_scaling);
   // Evaluate every byte count once so overflow is reported here, not mid-computation.
   for (KvDtype t : {KvDtype::f32, KvDtype::int8}) (void)kv_cache_bytes(t);
   (void)weight_bytes();
@@ -54,7 +59,7 @@ LayerConfig::LayerConfig(const LayerShape& s)
 std::uint64_t LayerConfig::kv_cache_bytes(KvDtype dtype) const {
   return kv_footprint({.n_kv_heads = static_cast<std::int64_t>(n_kv_heads_),
                        .head_dim = static_cast<std::int64_t>(head_dim_),
-                       .tokens = static_cast<std::int64_t>(capacity_),
+                       .tokens = static_cast<std::int64_t>(cache_rows()),
                        .dtype = dtype})
       .total_bytes;
 }
@@ -67,8 +72,14 @@ std::uint64_t LayerConfig::weight_bytes(WeightDtype dtype) const {
   std::uint64_t elements = checked_add(checked_mul(q, 2, "W_Q + W_O"),
                                        checked_mul(kv, 2, "W_K + W_V"), "attention weights");
   elements = checked_add(elements, mlp, "layer weights");
+  // The small vectors (norms, biases) are kept in f32 whatever the projections' type.
+  std::uint64_t small = 2 * hidden_size_;
+  if (qkv_bias_) small = checked_add(small, q_width() + 2 * kv_width(), "layer weights");
+  if (o_bias_) small = checked_add(small, hidden_size_, "layer weights");
+  if (qk_norm_) small = checked_add(small, 2 * head_dim_, "layer weights");
   return checked_add(checked_mul(elements, weight_element_bytes(dtype), "layer weight bytes"),
-                     2 * hidden_size_ * sizeof(float), "layer weight bytes");
+                     checked_mul(small, sizeof(float), "layer weight bytes"),
+                     "layer weight bytes");
 }
 
 }  // namespace kvscope

@@ -1,8 +1,11 @@
 #pragma once
-// The shape and hyper-parameters of one Llama-style decoder layer.
+// The shape and hyper-parameters of one Llama-style decoder layer, and the few fields by
+// which the families kvscope runs (Llama 2/3/3.1, Mistral, Qwen2/2.5, Qwen3) differ.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
+#include "engine/rope_frequencies.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/weights/weight_dtype.hpp"
 
@@ -17,12 +20,19 @@ struct LayerShape {
   std::int64_t ffn_size = 11008;
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
-  std::int64_t capacity = 2048;  // KV cache capacity in tokens
+  std::int64_t capacity = 2048;  // positions the layer can hold (0 … capacity − 1)
+  // What changes the math from one family to another; all off is a Llama 2/3 layer.
+  RopeScaling rope_scaling;         // Llama 3.1's frequency rule, or none
+  bool qkv_bias = false;            // q, k, v projections add a bias (Qwen2, attention_bias)
+  bool o_bias = false;              // o_proj adds a bias (Llama/Qwen3 attention_bias)
+  bool qk_norm = false;             // RMSNorm over head_dim on each q and k head (Qwen3)
+  std::int64_t sliding_window = 0;  // W > 0: query i sees keys j with 0 ≤ i − j < W (Mistral)
 };
 
 // A validated LayerShape. The constructor throws std::invalid_argument naming the
 // offending value (sizes below 1, n_heads not a multiple of n_kv_heads, odd head_dim,
-// non-positive eps or theta) or std::overflow_error if a byte count overflows 64 bits.
+// non-positive eps or theta, a negative window, bad rope_scaling parameters) or
+// std::overflow_error if a byte count overflows 64 bits.
 class LayerConfig {
  public:
   explicit LayerConfig(const LayerShape& shape);
@@ -35,6 +45,17 @@ class LayerConfig {
   std::size_t capacity() const { return capacity_; }
   float rms_norm_eps() const { return rms_norm_eps_; }
   float rope_theta() const { return rope_theta_; }
+  // head_dim / 2 RoPE inverse frequencies (theta and rope_scaling applied).
+  const std::vector<double>& rope_inv_freq() const { return rope_inv_freq_; }
+  bool qkv_bias() const { return qkv_bias_; }
+  bool o_bias() const { return o_bias_; }
+  bool qk_norm() const { return qk_norm_; }
+  std::size_t sliding_window() const { return sliding_window_; }  // 0: none
+  // Rows the KV cache keeps per kv head: the capacity, or only the last W tokens (a ring)
+  // when a window W shorter than the capacity is active.
+  std::size_t cache_rows() const {
+    return sliding_window_ > 0 && sliding_window_ < capacity_ ? sliding_window_ : capacity_;
+  }
 
   std::size_t q_width() const { return n_heads_ * head_dim_; }       // all query heads
   std::size_t kv_width() const { return n_kv_heads_ * head_dim_; }   // all kv heads
@@ -42,14 +63,17 @@ class LayerConfig {
   bool is_mha() const { return n_kv_heads_ == n_heads_; }
   bool is_mqa() const { return n_kv_heads_ == 1 && n_heads_ > 1; }
 
-  // Bytes of this layer's KV cache at full capacity (K, V and int8 scales).
+  // Bytes of this layer's KV cache at full capacity (cache_rows(); K, V and int8 scales).
   std::uint64_t kv_cache_bytes(KvDtype dtype) const;
-  // Bytes of the layer's weights: projections and MLP in `dtype`, the two norms in f32.
+  // Bytes of the layer's weights: projections and MLP in `dtype`; norms and biases in f32.
   std::uint64_t weight_bytes(WeightDtype dtype = WeightDtype::f32) const;
 
  private:
   std::size_t hidden_size_, n_heads_, n_kv_heads_, head_dim_, ffn_size_, capacity_;
   float rms_norm_eps_, rope_theta_;
+  std::vector<double> rope_inv_freq_;
+  bool qkv_bias_, o_bias_, qk_norm_;
+  std::size_t sliding_window_;
 };
 
 }  // namespace kvscope

@@ -39,6 +39,19 @@ LayerWeights LayerWeights::random(const LayerConfig& c, std::uint64_t seed, Weig
   w.mlp_norm.resize(hidden);
   fill_uniform(w.attn_norm, ++stream, 0.9f, 1.1f);
   fill_uniform(w.mlp_norm, ++stream, 0.9f, 1.1f);
+  // Streams continue past the Llama tensors, so those stay as they were for a given seed.
+  auto optional = [&](std::vector<float>& m, bool present, std::size_t size, float lo, float hi) {
+    ++stream;
+    if (!present) return;
+    m.resize(size);
+    fill_uniform(m, stream, lo, hi);
+  };
+  optional(w.bq, c.qkv_bias(), c.q_width(), -0.5f, 0.5f);
+  optional(w.bk, c.qkv_bias(), c.kv_width(), -0.5f, 0.5f);
+  optional(w.bv, c.qkv_bias(), c.kv_width(), -0.5f, 0.5f);
+  optional(w.bo, c.o_bias(), hidden, -0.5f, 0.5f);
+  optional(w.q_norm, c.qk_norm(), c.head_dim(), 0.5f, 1.5f);
+  optional(w.k_norm, c.qk_norm(), c.head_dim(), 0.5f, 1.5f);
   return w;
 }
 
@@ -68,10 +81,18 @@ void LayerWeights::check_shapes(const LayerConfig& c) const {
   expect(w_down, hidden, c.ffn_size(), "w_down");
   expect_vector(attn_norm, hidden, "attn_norm");
   expect_vector(mlp_norm, hidden, "mlp_norm");
+  expect_vector(bq, c.qkv_bias() ? c.q_width() : 0, "bq");
+  expect_vector(bk, c.qkv_bias() ? c.kv_width() : 0, "bk");
+  expect_vector(bv, c.qkv_bias() ? c.kv_width() : 0, "bv");
+  expect_vector(bo, c.o_bias() ? hidden : 0, "bo");
+  expect_vector(q_norm, c.qk_norm() ? c.head_dim() : 0, "q_norm");
+  expect_vector(k_norm, c.qk_norm() ? c.head_dim() : 0, "k_norm");
 }
 
 std::uint64_t LayerWeights::bytes() const {
-  std::uint64_t total = (attn_norm.size() + mlp_norm.size()) * sizeof(float);
+  std::uint64_t total = 0;
+  for (const std::vector<float>* v : {&attn_norm, &mlp_norm, &bq, &bk, &bv, &bo, &q_norm, &k_norm})
+    total += v->size() * sizeof(float);
   for (const WeightMatrix* m : {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}) total += m->bytes();
   return total;
 }

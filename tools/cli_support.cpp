@@ -26,6 +26,9 @@ void AttentionShapeFlags::add_to(CLI::App& app, bool with_layers, bool with_toke
   app.add_option("--model", model, "model preset: " + names);
   app.add_option("--config", config, "a Hugging Face config.json to take the shape from")
       ->excludes("--model");
+  app.add_option("--window", window,
+                 "sliding window W: the cache keeps only the last W tokens (default: the "
+                 "model's, else none)");
 }
 
 void AttentionShapeFlags::resolve(const CLI::App& app) {
@@ -39,7 +42,12 @@ void AttentionShapeFlags::resolve(const CLI::App& app) {
             .head_dim = hf.shape.head_dim,
             .n_layers = hf.num_hidden_layers,
             .hidden_size = hf.shape.hidden_size,
-            .ffn_size = hf.shape.ffn_size};
+            .ffn_size = hf.shape.ffn_size,
+            .window = hf.shape.sliding_window};
+  }
+  if (app.count("--window") == 0) window = from.window;
+  if (app.count("--window") > 0 && window < 1) {
+    throw std::invalid_argument("--window must be at least 1, got " + std::to_string(window));
   }
   const bool explicit_kv_heads =
       app.get_option_no_throw("--kv-heads") != nullptr && app.count("--kv-heads") > 0;

@@ -12,9 +12,9 @@
 
 namespace kvscope::cli {
 
-// --heads, --kv-heads (default: --heads), --d-head, --tokens, and --model PRESET or
-// --config config.json, which fill the shape (explicit flags win). Values are checked later by the
-// engine, so a bad one gets the engine's message naming it.
+// --heads, --kv-heads (default: --heads), --d-head, --tokens, --window, and --model PRESET
+// or --config config.json, which fill the shape (explicit flags win). Values are checked later by
+// the engine, so a bad one gets the engine's message naming it.
 struct AttentionShapeFlags {
   std::int64_t heads = 32;
   std::int64_t kv_heads = 0;
@@ -25,6 +25,12 @@ struct AttentionShapeFlags {
   std::string config;            // a Hugging Face config.json
   std::int64_t hidden_size = 0;  // from --model or --config; 0 when neither gave it
   std::int64_t ffn_size = 0;
+  std::int64_t window = 0;  // --window, else the preset's or config's sliding window; 0: none
+
+  // Tokens a cache of `tokens` positions holds: all of them, or the last `window`.
+  std::int64_t cached_tokens(std::int64_t tokens) const {
+    return window > 0 && window < tokens ? window : tokens;
+  }
 
   // --tokens and --kv-heads are left out where a command takes them as lists.
   void add_to(CLI::App& app, bool with_layers, bool with_tokens_and_kv_heads = true);

@@ -90,6 +90,8 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   request.head_dim = f.shape.d_head;
   request.layers = f.shape.layers;
   request.tokens = parse_int_list(f.tokens, "--tokens");
+  // Under a sliding window W a decode step at any context ≥ W reads the same W cached tokens.
+  for (std::int64_t& t : request.tokens) t = f.shape.cached_tokens(t);
   request.kv_heads = f.kv_heads.empty() ? default_kv_heads(f.shape.heads)
                                         : parse_int_list(f.kv_heads, "--kv-heads");
   request.kv_dtypes.clear();
@@ -163,6 +165,10 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
     peak_list += item;
   }
   std::printf("Compute peaks measured (2 ops per multiply-add): %s\n", peak_list.c_str());
+  if (f.shape.window > 0) {
+    std::printf("sliding window %lld: each row's cache holds min(context, window) tokens\n",
+                static_cast<long long>(f.shape.window));
+  }
   std::printf("last-level cache %s (%s); cache state %s\n\n", format_bytes(first.llc_bytes).c_str(),
               first.llc_source.c_str(), describe_cache_state(first).c_str());
   std::fputs(report_table(rows).c_str(), stdout);

@@ -55,12 +55,6 @@ void run(const RunOptions& o) {
 
   const fs::path config_path = fs::path(o.model_dir) / "config.json";
   HfModelConfig hf = load_hf_config(config_path);
-  if (hf.has_rope_scaling) {
-    fail(config_path.string(), "rope_scaling is not supported (plain RoPE only)");
-  }
-  if (hf.has_biases) {
-    fail(config_path.string(), "attention_bias / mlp_bias are not supported (Llama has none)");
-  }
   if (o.layer < 0) fail("--layer", "must be at least 0, got " + std::to_string(o.layer));
   if (hf.num_hidden_layers >= 0 && o.layer >= hf.num_hidden_layers) {
     fail("--layer", std::to_string(o.layer) + " is out of range: " + config_path.string() +
@@ -125,8 +119,9 @@ void run(const RunOptions& o) {
 
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "run", "Run one decoder layer of a Hugging Face Llama-family model on an .npy input");
+  CLI::App* cmd = app.add_subcommand("run",
+                                     "Run one decoder layer of a Hugging Face model (llama, "
+                                     "mistral, qwen2, qwen3) on an .npy input");
   cmd->add_option("--model", options->model_dir,
                   "Model directory: config.json and model.safetensors (or shards + index)")
       ->required();

@@ -28,6 +28,13 @@ void print_size(const SizeFlags& f, const KvFootprint& fp) {
       attention_variant(s.heads, s.kv_heads).c_str(), static_cast<long long>(s.d_head),
       with_commas(s.tokens).c_str(), static_cast<long long>(s.layers), s.layers == 1 ? "" : "s",
       static_cast<long long>(f.batch), std::string(to_string(f.dtype)).c_str());
+  if (s.window > 0) {
+    std::printf(
+        "Sliding window %s: the cache keeps at most the last %s tokens (a ring per kv "
+        "head), here %s.\n\n",
+        with_commas(s.window).c_str(), with_commas(s.window).c_str(),
+        with_commas(s.cached_tokens(s.tokens)).c_str());
+  }
   std::printf("%-8s %22s %36s %36s\n", "", "per token, one layer", "per layer", "all layers");
   const auto layers = static_cast<std::uint64_t>(s.layers);
   auto row = [&](const char* name, std::uint64_t per_token, std::uint64_t total) {
@@ -38,8 +45,16 @@ void print_size(const SizeFlags& f, const KvFootprint& fp) {
   row("V", fp.v_bytes_per_token_layer, fp.v_bytes);
   row("scales", fp.scale_bytes_per_token_layer, fp.scale_bytes);
   row("total", fp.bytes_per_token_layer, fp.total_bytes);
-  std::printf("\nEach new token adds %s bytes over all layers; a decode step re-reads all of it.\n",
-              with_commas(fp.bytes_per_token).c_str());
+  if (s.window > 0 && s.tokens >= s.window) {
+    std::printf(
+        "\nPast the window a new token replaces the oldest: the cache and the bytes a "
+        "decode step reads stay at %s.\n",
+        format_bytes(fp.total_bytes).c_str());
+  } else {
+    std::printf(
+        "\nEach new token adds %s bytes over all layers; a decode step re-reads all of it.\n",
+        with_commas(fp.bytes_per_token).c_str());
+  }
 }
 
 nlohmann::json size_json(const SizeFlags& f, const KvFootprint& fp) {
@@ -48,6 +63,8 @@ nlohmann::json size_json(const SizeFlags& f, const KvFootprint& fp) {
           {"variant", attention_variant(f.shape.heads, f.shape.kv_heads)},
           {"head_dim", f.shape.d_head},
           {"tokens", f.shape.tokens},
+          {"window", f.shape.window},
+          {"cached_tokens", f.shape.cached_tokens(f.shape.tokens)},
           {"layers", f.shape.layers},
           {"batch", f.batch},
           {"kv_dtype", to_string(f.dtype)},
@@ -81,7 +98,7 @@ void add_size_command(CLI::App& app) {
       throw std::invalid_argument("--heads must be at least 1, got " + std::to_string(s.heads));
     const KvFootprint fp = kv_footprint({.n_kv_heads = s.kv_heads,
                                          .head_dim = s.d_head,
-                                         .tokens = s.tokens,
+                                         .tokens = s.cached_tokens(s.tokens),
                                          .layers = s.layers,
                                          .batch = flags->batch,
                                          .dtype = flags->dtype});

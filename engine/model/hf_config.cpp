@@ -1,5 +1,6 @@
 #include "engine/model/hf_config.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -9,6 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "engine/model/hf_config_keys.hpp"
 
 namespace kvscope {
 namespace {
@@ -45,9 +49,90 @@ double positive_number(const json& config, const char* field, std::string_view l
   return it->get<double>();
 }
 
-bool flag(const json& config, const char* field) {
+// A boolean field (absent or null: false).
+bool flag(const json& config, const char* field, std::string_view label) {
   const auto it = config.find(field);
-  return it != config.end() && it->is_boolean() && it->get<bool>();
+  if (it == config.end() || it->is_null()) return false;
+  if (!it->is_boolean()) {
+    fail(label, std::string("field \"") + field + "\" must be true or false, got " + it->dump());
+  }
+  return it->get<bool>();
+}
+
+// "rope_scaling": null, {"rope_type" (or legacy "type"): "default"} or Llama 3.1's
+// {"rope_type": "llama3", "factor", "low_freq_factor", "high_freq_factor",
+// "original_max_position_embeddings"}; any other type or extra key is refused.
+RopeScaling rope_scaling(const json& config, std::string_view label) {
+  const auto it = config.find("rope_scaling");
+  if (it == config.end() || it->is_null()) return {};
+  if (!it->is_object()) fail(label, "field \"rope_scaling\" must be an object or null");
+  const json& r = *it;
+  const json* type = r.contains("rope_type") ? &r["rope_type"]
+                     : r.contains("type")    ? &r["type"]
+                                             : nullptr;
+  if (type == nullptr || !type->is_string()) {
+    fail(label, "rope_scaling has no string \"rope_type\"");
+  }
+  const std::string name = type->get<std::string>();
+  std::vector<std::string> keys = {"rope_type", "type"};
+  RopeScaling result;
+  if (name == "llama3") {
+    result.kind = RopeScaling::Kind::llama3;
+    const std::string prefix = "rope_scaling.";
+    auto number = [&](const char* field) {
+      keys.emplace_back(field);
+      if (!r.contains(field) || !r[field].is_number()) {
+        fail(label, prefix + field + " (a number) is required for rope_type llama3");
+      }
+      return r[field].get<double>();
+    };
+    result.factor = number("factor");
+    result.low_freq_factor = number("low_freq_factor");
+    result.high_freq_factor = number("high_freq_factor");
+    result.original_max_positions = number("original_max_position_embeddings");
+  } else if (name != "default") {
+    fail(label, "rope_scaling type \"" + name +
+                    "\" is not implemented (kvscope implements default and llama3)");
+  }
+  for (const auto& [key, value] : r.items()) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      fail(label, "rope_scaling key \"" + key + "\" is not implemented for rope_type " + name);
+    }
+  }
+  return result;
+}
+
+// The fields by which the families differ (the keys were checked by check_config_keys).
+void family_fields(const json& config, const std::string& model_type, std::string_view label,
+                   LayerShape& s) {
+  const auto act = config.find("hidden_act");
+  if (act != config.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
+    fail(label, "hidden_act " + act->dump() + " is not implemented (SwiGLU with silu only)");
+  }
+  if (flag(config, "mlp_bias", label)) fail(label, "mlp_bias true is not implemented");
+  s.rope_scaling = rope_scaling(config, label);
+  // Qwen2 always biases q, k and v, never o; attention_bias (Llama, Qwen3) biases all four.
+  const bool attention_bias = flag(config, "attention_bias", label);
+  s.qkv_bias = model_type == "qwen2" || attention_bias;
+  s.o_bias = attention_bias;
+  s.qk_norm = model_type == "qwen3";
+  if (model_type == "mistral") {
+    s.sliding_window = positive_integer(config, "sliding_window", label, 0, false);
+  }
+  if (flag(config, "use_sliding_window", label)) {
+    fail(label,
+         "use_sliding_window true (Qwen's window on layers from max_window_layers) is "
+         "not implemented");
+  }
+  const auto types = config.find("layer_types");
+  if (types != config.end() && !types->is_null()) {
+    if (!types->is_array()) fail(label, "field \"layer_types\" must be a list");
+    for (const json& t : *types) {
+      if (t != "full_attention") {
+        fail(label, "layer_types entry " + t.dump() + " is not implemented (full_attention only)");
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -58,6 +143,7 @@ HfModelConfig parse_hf_config(std::string_view json_text, std::string_view label
   if (!config.is_object()) fail(label, "not a JSON object");
 
   HfModelConfig result;
+  result.model_type = check_config_keys(config, label);
   LayerShape& s = result.shape;
   s.hidden_size = positive_integer(config, "hidden_size", label);
   s.n_heads = positive_integer(config, "num_attention_heads", label);
@@ -82,8 +168,7 @@ HfModelConfig parse_hf_config(std::string_view json_text, std::string_view label
   s.rope_theta = positive_number(config, "rope_theta", label, 10000.0);
   s.capacity = positive_integer(config, "max_position_embeddings", label, s.capacity, false);
   result.num_hidden_layers = positive_integer(config, "num_hidden_layers", label, -1, false);
-  result.has_rope_scaling = config.contains("rope_scaling") && !config["rope_scaling"].is_null();
-  result.has_biases = flag(config, "attention_bias") || flag(config, "mlp_bias");
+  family_fields(config, result.model_type, label, s);
   return result;
 }
 

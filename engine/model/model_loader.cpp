@@ -1,5 +1,6 @@
 #include "engine/model/model_loader.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -76,6 +77,26 @@ class ShardSet {
     return open;
   }
 
+  // Every tensor name starting with `prefix`, in the index's weight_map or the single file.
+  std::vector<std::string> names_with_prefix(const std::string& prefix) {
+    std::vector<std::string> names;
+    if (!single_.empty()) {
+      auto& open = open_[single_.string()];
+      if (!open) open = std::make_unique<SafetensorsFile>(single_);
+      for (const auto& [name, entry] : open->header().tensors) {
+        if (name.starts_with(prefix)) names.push_back(name);
+      }
+    } else {
+      for (const auto& [name, file] : weight_map_.items()) {
+        if (name.starts_with(prefix)) names.push_back(name);
+      }
+    }
+    return names;
+  }
+
+  // The file that lists the tensors: the index, or the single file.
+  const fs::path& listing() const { return single_.empty() ? index_path_ : single_; }
+
  private:
   fs::path dir_, single_, index_path_;
   json weight_map_;
@@ -109,7 +130,7 @@ LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
                       ffn = c.ffn_size();
   const char* const q_fields = "[num_attention_heads·head_dim, hidden_size]";
   const char* const kv_fields = "[num_key_value_heads·head_dim, hidden_size]";
-  const TensorSpec specs[] = {
+  std::vector<TensorSpec> specs = {
       {"self_attn.q_proj.weight", &LayerWeights::wq, {q, hidden}, q_fields},
       {"self_attn.k_proj.weight", &LayerWeights::wk, {kv, hidden}, kv_fields},
       {"self_attn.v_proj.weight", &LayerWeights::wv, {kv, hidden}, kv_fields},
@@ -132,6 +153,22 @@ LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
       {"input_layernorm.weight", &LayerWeights::attn_norm, {hidden}, "[hidden_size]"},
       {"post_attention_layernorm.weight", &LayerWeights::mlp_norm, {hidden}, "[hidden_size]"},
   };
+  // The families' extra tensors, each only where the config asks for it.
+  if (c.qkv_bias()) {
+    specs.push_back(
+        {"self_attn.q_proj.bias", &LayerWeights::bq, {q}, "[num_attention_heads·head_dim]"});
+    specs.push_back(
+        {"self_attn.k_proj.bias", &LayerWeights::bk, {kv}, "[num_key_value_heads·head_dim]"});
+    specs.push_back(
+        {"self_attn.v_proj.bias", &LayerWeights::bv, {kv}, "[num_key_value_heads·head_dim]"});
+  }
+  if (c.o_bias())
+    specs.push_back({"self_attn.o_proj.bias", &LayerWeights::bo, {hidden}, "[hidden_size]"});
+  if (c.qk_norm()) {
+    const std::uint64_t d = c.head_dim();
+    specs.push_back({"self_attn.q_norm.weight", &LayerWeights::q_norm, {d}, "[head_dim]"});
+    specs.push_back({"self_attn.k_norm.weight", &LayerWeights::k_norm, {d}, "[head_dim]"});
+  }
 
   ShardSet shards(model_dir);
   LayerWeights weights;
@@ -152,6 +189,17 @@ LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
     } else {
       weights.*std::get<std::vector<float> LayerWeights::*>(spec.member) =
           file->read_f32(name, spec.shape);
+    }
+  }
+  // A layer tensor nothing above reads would change the math if it were real: refuse it.
+  for (const std::string& name : shards.names_with_prefix(prefix)) {
+    const bool consumed = std::any_of(specs.begin(), specs.end(), [&](const TensorSpec& spec) {
+      return name == prefix + spec.suffix;
+    });
+    if (!consumed) {
+      fail(shards.listing(), "tensor '" + name +
+                                 "' is not used by this layer as config.json describes it "
+                                 "(kvscope would ignore it): refused");
     }
   }
   return weights;

@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <filesystem>
 
-#include "engine/model/hf_config.hpp"
 #include "engine/layer_weights.hpp"
+#include "engine/model/hf_config.hpp"
 
 namespace kvscope {
 
@@ -14,7 +14,10 @@ namespace kvscope {
 // their stored type (F32, BF16, F16: no copy; the mapping lives as long as the weights),
 // the norm vectors converted to f32:
 //   model.layers.I.self_attn.{q,k,v,o}_proj.weight, model.layers.I.mlp.{gate,up,down}_proj
-//   .weight, model.layers.I.{input,post_attention}_layernorm.weight, stored [out, in].
+//   .weight, model.layers.I.{input,post_attention}_layernorm.weight, stored [out, in]; and
+//   where `config` asks for them self_attn.{q,k,v}_proj.bias, self_attn.o_proj.bias,
+//   self_attn.{q,k}_norm.weight. Any other model.layers.I.* tensor is refused (naming it):
+//   something would be ignored.
 // Only those tensors' bytes are read (the files are memory-mapped). Throws
 // std::runtime_error naming the file and the tensor or field: a missing file or tensor, a
 // malformed safetensors file or index, a shape that disagrees with `config` (naming the

@@ -7,10 +7,14 @@
 namespace kvscope {
 
 std::span<const ModelPreset> model_presets() {
-  static constexpr std::array<ModelPreset, 5> kPresets{{
+  static constexpr std::array<ModelPreset, 9> kPresets{{
       {"llama-2-7b", 32, 32, 128, 32, 4096, 11008},
       {"llama-3-8b", 32, 8, 128, 32, 4096, 14336},
+      {"llama-3.1-8b", 32, 8, 128, 32, 4096, 14336},
       {"mistral-7b", 32, 8, 128, 32, 4096, 14336},
+      {"mistral-7b-v0.1", 32, 8, 128, 32, 4096, 14336, 4096},
+      {"qwen2.5-7b", 28, 4, 128, 28, 3584, 18944},
+      {"qwen3-8b", 32, 8, 128, 36, 4096, 12288},
       {"tinyllama-1.1b", 32, 4, 64, 22, 2048, 5632},
       {"falcon-7b", 71, 1, 64, 32, 4544, 18176},
   }};

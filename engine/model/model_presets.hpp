@@ -9,9 +9,11 @@ namespace kvscope {
 struct ModelPreset {
   std::string_view name;
   std::int64_t n_heads, n_kv_heads, head_dim, n_layers, hidden_size, ffn_size;
+  std::int64_t window = 0;  // sliding window: the cache keeps the last `window` tokens; 0: none
 };
 
-// llama-2-7b, llama-3-8b, mistral-7b, tinyllama-1.1b, falcon-7b (from their config.json).
+// llama-2-7b, llama-3-8b, llama-3.1-8b, mistral-7b, mistral-7b-v0.1 (window 4096),
+// qwen2.5-7b, qwen3-8b, tinyllama-1.1b, falcon-7b (from their config.json).
 std::span<const ModelPreset> model_presets();
 
 // Throws std::invalid_argument listing the known names when `name` is not one.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/number_formats.hpp"
 
@@ -53,11 +54,19 @@ void rmsnorm_ref(const float* x, const float* weight, std::size_t n, std::size_t
 }
 
 void rope_ref(float* x, std::size_t n_heads, std::size_t head_dim, std::size_t pos, float theta) {
+  std::vector<double> inv_freq(head_dim / 2);
+  for (std::size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+  }
+  rope_table_ref(x, n_heads, head_dim, pos, inv_freq.data());
+}
+
+void rope_table_ref(float* x, std::size_t n_heads, std::size_t head_dim, std::size_t pos,
+                    const double* inv_freq) {
   const std::size_t half = head_dim / 2;
   for (std::size_t i = 0; i < half; ++i) {
     // Angles in double: pos · freq reaches 1e5 radians at long contexts, where f32 drifts.
-    const double freq = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
-    const double angle = static_cast<double>(pos) * freq;
+    const double angle = static_cast<double>(pos) * inv_freq[i];
     const auto c = static_cast<float>(std::cos(angle));
     const auto s = static_cast<float>(std::sin(angle));
     for (std::size_t h = 0; h < n_heads; ++h) {

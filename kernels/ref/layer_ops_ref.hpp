@@ -19,6 +19,11 @@ void rmsnorm_ref(const float* x, const float* weight, std::size_t n, std::size_t
 // pos · theta^(−2i/head_dim).
 void rope_ref(float* x, std::size_t n_heads, std::size_t head_dim, std::size_t pos, float theta);
 
+// The same rotation with the frequencies given: pair i turns by pos · inv_freq[i]
+// (inv_freq: head_dim / 2 values, e.g. Llama 3.1's scaled table).
+void rope_table_ref(float* x, std::size_t n_heads, std::size_t head_dim, std::size_t pos,
+                    const double* inv_freq);
+
 // SwiGLU gate: gate[i] ← silu(gate[i]) · up[i], silu(z) = z / (1 + e^−z).
 void swiglu_ref(float* gate, const float* up, std::size_t n);
 

@@ -81,6 +81,24 @@ TEST(KvCache, AppendPastCapacityThrowsAndKeepsWhatIsStored) {
   EXPECT_EQ(cache.size(), 3u);
 }
 
+TEST(KvCache, RingKeepsTheLastCapacityTokensWithTheirScales) {
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::int8}) {
+    KvCache cache(2, 8, 3, dtype);  // a ring of 3 rows per kv head
+    const std::vector<float> k = random_rows(5 * 2 * 8, 1), v = random_rows(5 * 2 * 8, 2);
+    cache.append_ring(k.data(), v.data(), 2);
+    cache.append_ring(k.data() + 2 * 16, v.data() + 2 * 16, 3);  // tokens 2, 3, 4
+    EXPECT_EQ(cache.size(), 3u);
+    // Token t sits in row t mod 3: rows hold 3, 4, 2.
+    for (std::size_t h = 0; h < 2; ++h) {
+      for (std::size_t t : {2u, 3u, 4u}) {
+        const std::vector<float> want(k.begin() + (t * 2 + h) * 8, k.begin() + (t * 2 + h + 1) * 8);
+        const std::vector<float> got = stored_k(cache, h, t % 3);
+        for (std::size_t i = 0; i < 8; ++i) EXPECT_NEAR(got[i], want[i], 0.02) << to_string(dtype);
+      }
+    }
+  }
+}
+
 TEST(KvCache, RejectsZeroSizesAndImpossibleCapacity) {
   EXPECT_THROW(KvCache(0, 4, 3, KvDtype::f32), std::invalid_argument);
   EXPECT_THROW(KvCache(1, 0, 3, KvDtype::f32), std::invalid_argument);

@@ -122,19 +122,41 @@ inline std::string raw_safetensors(std::uint64_t header_length, const std::strin
   return out + header + data;
 }
 
-inline nlohmann::json config_json(const LayerShape& s, int num_layers) {
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
-          {"hidden_size", s.hidden_size},
-          {"num_attention_heads", s.n_heads},
-          {"num_key_value_heads", s.n_kv_heads},
-          {"head_dim", s.head_dim},
-          {"intermediate_size", s.ffn_size},
-          {"rms_norm_eps", s.rms_norm_eps},
-          {"rope_theta", s.rope_theta},
-          {"num_hidden_layers", num_layers},
-          {"max_position_embeddings", 4096},
-          {"torch_dtype", "float32"}};
+// config.json of `model_type` (llama, mistral, qwen2, qwen3) for shape `s`, with the keys
+// that family's real configs carry: Llama 3.1's rope_scaling when s has it, Mistral's
+// sliding_window, Qwen's sliding_window with use_sliding_window false, attention_bias.
+inline nlohmann::json config_json(const LayerShape& s, int num_layers,
+                                  const std::string& model_type = "llama") {
+  nlohmann::json c = {{"architectures", {"LlamaForCausalLM"}},
+                      {"model_type", model_type},
+                      {"hidden_size", s.hidden_size},
+                      {"num_attention_heads", s.n_heads},
+                      {"num_key_value_heads", s.n_kv_heads},
+                      {"head_dim", s.head_dim},
+                      {"intermediate_size", s.ffn_size},
+                      {"rms_norm_eps", s.rms_norm_eps},
+                      {"rope_theta", s.rope_theta},
+                      {"num_hidden_layers", num_layers},
+                      {"max_position_embeddings", 4096},
+                      {"torch_dtype", "float32"}};
+  if (s.rope_scaling.kind == RopeScaling::Kind::llama3) {
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", s.rope_scaling.factor},
+                         {"low_freq_factor", s.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", s.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings",
+                          static_cast<std::int64_t>(s.rope_scaling.original_max_positions)}};
+  }
+  if (model_type == "llama" || model_type == "qwen3") c["attention_bias"] = s.o_bias;
+  if (model_type == "mistral") {
+    c["sliding_window"] = s.sliding_window > 0 ? nlohmann::json(s.sliding_window) : nullptr;
+  }
+  if (model_type == "qwen2" || model_type == "qwen3") {
+    c["use_sliding_window"] = false;
+    c["sliding_window"] = 4;  // ignored by transformers without use_sliding_window
+    c["max_window_layers"] = 1;
+  }
+  return c;
 }
 
 // The nine tensors of layer `layer`, by full name, with their [out, in] shapes.
@@ -155,6 +177,13 @@ inline std::map<std::string, TestTensor> layer_tensors(const LayerShape& s, cons
   t[p + "mlp.down_proj.weight"] = {dtype, {h, f}, encode(w.w_down.to_f32(), dtype)};
   t[p + "input_layernorm.weight"] = {dtype, {h}, encode(w.attn_norm, dtype)};
   t[p + "post_attention_layernorm.weight"] = {dtype, {h}, encode(w.mlp_norm, dtype)};
+  const std::pair<const char*, const std::vector<float>*> optional[] = {
+      {"self_attn.q_proj.bias", &w.bq},       {"self_attn.k_proj.bias", &w.bk},
+      {"self_attn.v_proj.bias", &w.bv},       {"self_attn.o_proj.bias", &w.bo},
+      {"self_attn.q_norm.weight", &w.q_norm}, {"self_attn.k_norm.weight", &w.k_norm}};
+  for (const auto& [name, values] : optional) {
+    if (!values->empty()) t[p + name] = {dtype, {values->size()}, encode(*values, dtype)};
+  }
   return t;
 }
 
@@ -169,17 +198,21 @@ inline LayerWeights test_weights(const LayerShape& s, std::uint64_t seed,
     snap_to_dtype(values, dtype);
     *m = WeightMatrix(values, m->rows(), m->cols());
   }
-  for (std::vector<float>* v : {&w.attn_norm, &w.mlp_norm}) snap_to_dtype(*v, dtype);
+  for (std::vector<float>* v :
+       {&w.attn_norm, &w.mlp_norm, &w.bq, &w.bk, &w.bv, &w.bo, &w.q_norm, &w.k_norm}) {
+    snap_to_dtype(*v, dtype);
+  }
   return w;
 }
 
-// Writes config.json and two layers (0 and 1, weights seeded `seed` and `seed + 1`) to
-// `dir`: one model.safetensors, or with `sharded` layer 0 in model-00001-of-00002 and
-// layer 1 in model-00002-of-00002 plus model.safetensors.index.json. Returns layer 1's
-// weights (as snapped).
+// Writes config.json (of `model_type`) and two layers (0 and 1, weights seeded `seed` and `seed +
+// 1`) to `dir`: one model.safetensors, or with `sharded` layer 0 in model-00001-of-00002 and layer
+// 1 in model-00002-of-00002 plus model.safetensors.index.json. Returns layer 1's weights (as
+// snapped).
 inline LayerWeights write_model(const fs::path& dir, const LayerShape& s, const std::string& dtype,
-                                bool sharded, std::uint64_t seed = 7) {
-  write_bytes(dir / "config.json", config_json(s, 2).dump(2));
+                                bool sharded, std::uint64_t seed = 7,
+                                const std::string& model_type = "llama") {
+  write_bytes(dir / "config.json", config_json(s, 2, model_type).dump(2));
   const LayerWeights w0 = test_weights(s, seed, dtype);
   const LayerWeights w1 = test_weights(s, seed + 1, dtype);
   auto t0 = layer_tensors(s, w0, 0, dtype);

@@ -252,7 +252,7 @@ std::string write_config(const std::string& text) {
 
 TEST(KvscopeConfig, SizeAndReportTakeTheShapeFromConfigJson) {
   const std::string path = write_config(
-      R"({"hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
+      R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
           "intermediate_size": 512, "num_hidden_layers": 3, "rms_norm_eps": 1e-5})");
   const nlohmann::json size = json_of("size --json --tokens 10 --config " + path);
   EXPECT_EQ(size["n_heads"], 8);
@@ -274,7 +274,8 @@ TEST(KvscopeConfig, SizeAndReportTakeTheShapeFromConfigJson) {
 }
 
 TEST(KvscopeConfig, BadConfigIsOneClearLine) {
-  const std::string path = write_config(R"({"hidden_size": 256, "num_attention_heads": 8})");
+  const std::string path =
+      write_config(R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8})");
   const CommandResult r = kvscope("size --config " + path);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("intermediate_size"), std::string::npos) << r.out;
