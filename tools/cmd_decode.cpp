@@ -1,4 +1,5 @@
 // `kvscope decode`: time decode-step attention over a filled KV cache.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -32,7 +33,6 @@ struct DecodeFlags {
 // attention shape (LayerConfig names a bad size or head ratio).
 DecodeTimingRequest decode_request(DecodeFlags& f, const CLI::App& cmd) {
   f.shape.resolve(cmd);
-  const int per_repetition = steps_per_repetition(f.steps, f.repetitions);
   const DecodeTimingRequest request{.n_heads = f.shape.heads,
                                     .n_kv_heads = f.shape.kv_heads,
                                     .head_dim = f.shape.d_head,
@@ -41,7 +41,7 @@ DecodeTimingRequest decode_request(DecodeFlags& f, const CLI::App& cmd) {
                                     .isa = f.compute.resolved_isa(),
                                     .compute = f.compute.resolved_compute(),
                                     .threads = f.compute.resolved_threads(),
-                                    .steps = per_repetition * f.repetitions,
+                                    .steps = std::max(f.steps, f.repetitions),
                                     .duration_s = f.duration,
                                     .layers = f.shape.layers,
                                     .cache_state = f.cache.state,
@@ -68,9 +68,12 @@ DecodeSpread decode_spread(const DecodeTiming& t, int repetitions, const Machine
   d.steps = summarize(t.step_seconds);
   const std::size_t n = t.step_seconds.size();
   for (int i = 0; i < repetitions; ++i) {
-    const auto begin = t.step_seconds.begin() + static_cast<std::ptrdiff_t>(n * i / repetitions);
+    const auto begin =
+        t.step_seconds.begin() + static_cast<std::ptrdiff_t>(n * static_cast<std::size_t>(i) /
+                                                             static_cast<std::size_t>(repetitions));
     const auto end =
-        t.step_seconds.begin() + static_cast<std::ptrdiff_t>(n * (i + 1) / repetitions);
+        t.step_seconds.begin() + static_cast<std::ptrdiff_t>(n * static_cast<std::size_t>(i + 1) /
+                                                             static_cast<std::size_t>(repetitions));
     if (begin != end) d.repetition_medians.push_back(median({begin, end}));
   }
   MachineObservations seen = observe(before, sample_machine());
