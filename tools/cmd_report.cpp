@@ -95,8 +95,8 @@ ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
   request.head_dim = f.shape.d_head;
   request.layers = f.shape.layers;
   request.tokens = parse_int_list(f.tokens, "--tokens");
-  request.kv_heads = f.kv_heads.empty() ? default_kv_heads(f.shape.heads)
-                                        : parse_int_list(f.kv_heads, "--kv-heads");
+  request.kv_heads = cmd.count("--kv-heads") == 0 ? default_kv_heads(f.shape.heads)
+                                                  : parse_int_list(f.kv_heads, "--kv-heads");
   request.kv_dtypes.clear();
   for (const std::string& name : split_list(f.kv_dtypes))
     request.kv_dtypes.push_back(parse_kv_dtype(name));
