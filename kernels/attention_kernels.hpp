@@ -64,7 +64,7 @@ void attend_arch(const AttentionProblem& p, int threads) {
     case KvDtype::f16:
       if constexpr (std::is_same_v<A, avx2_fma>) {
         // The AVX2 f16 kernels use F16C, which cpu_supports(Isa::avx2) does not check.
-        if (!__builtin_cpu_supports("f16c")) return attend_arch<xsimd::sse2>(p, threads);
+        if (!cpu_has_f16c()) return attend_arch<xsimd::sse2>(p, threads);
       }
       return run.template operator()<KvDtype::f16>();
     case KvDtype::bf16:

@@ -1,5 +1,9 @@
 #include "kernels/isa.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -41,6 +45,15 @@ bool cpu_supports(Isa isa) {
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
   }
   return false;
+}
+
+bool cpu_has_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
 }
 
 Isa best_isa() {

@@ -7,19 +7,29 @@
 
 #include "engine/model/hf_config.hpp"
 #include "engine/model/model_presets.hpp"
+#include "tools/cli_limits.hpp"
 
 namespace kvscope::cli {
 
 void AttentionShapeFlags::add_to(CLI::App& app, bool with_layers, bool with_tokens_and_kv_heads) {
-  app.add_option("--heads", heads, "query heads")->capture_default_str();
+  app.add_option("--heads", heads, "query heads")->capture_default_str()->transform(integer_in(1));
   if (with_tokens_and_kv_heads) {
-    app.add_option("--kv-heads", kv_heads, "kv heads (default: --heads; 1 = MQA)");
+    app.add_option("--kv-heads", kv_heads, "kv heads (default: --heads; 1 = MQA)")
+        ->transform(integer_in(1));
   }
-  app.add_option("--d-head", d_head, "head size d_head")->capture_default_str();
+  app.add_option("--d-head", d_head, "head size d_head")
+      ->capture_default_str()
+      ->transform(integer_in(1));
   if (with_tokens_and_kv_heads) {
-    app.add_option("--tokens", tokens, "tokens in the cache")->capture_default_str();
+    app.add_option("--tokens", tokens, "tokens in the cache")
+        ->capture_default_str()
+        ->transform(integer_in(1));
   }
-  if (with_layers) app.add_option("--layers", layers, "decoder layers")->capture_default_str();
+  if (with_layers) {
+    app.add_option("--layers", layers, "decoder layers")
+        ->capture_default_str()
+        ->transform(integer_in(1));
+  }
   std::string names;
   for (const ModelPreset& p : model_presets())
     names += (names.empty() ? "" : " | ") + std::string(p.name);
@@ -67,7 +77,10 @@ void AttentionShapeFlags::resolve(const CLI::App& app) {
 }
 
 void ComputeFlags::add_to(CLI::App& app) {
-  threads_option = app.add_option("--threads", threads, "OpenMP threads (default: all cores)");
+  threads_option =
+      app.add_option("--threads", threads,
+                     "OpenMP threads (default: all cores; at most 4 × the hardware threads)")
+          ->transform(thread_count());
   app.add_option("--isa", isa, "scalar | sse2 | avx2 | avx512 (default: $KVSCOPE_ISA or the best)");
   app.add_option("--compute", compute,
                  "exact (widen every element to f32) | fast (int8 on VNNI, bf16 on AVX512-BF16 "

@@ -1,12 +1,17 @@
 // `kvscope decode`: time decode-step attention over a filled KV cache.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "engine/kv_footprint.hpp"
+#include "engine/layer_config.hpp"
 #include "engine/measure/decode_timing.hpp"
+#include "engine/measure/machine_quiet.hpp"
+#include "engine/measure/repetitions.hpp"
 #include "engine/memory.hpp"
+#include "tools/cli_limits.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"
 
@@ -19,13 +24,68 @@ struct DecodeFlags {
   CacheStateFlags cache;
   KvDtype dtype = KvDtype::f32;
   int steps = 20;
+  int repetitions = 3;
   double duration = 0.0;
   bool json = false;
 };
 
+// The request the flags describe, validated as far as it can be without allocating: the
+// attention shape (LayerConfig names a bad size or head ratio).
+DecodeTimingRequest decode_request(DecodeFlags& f, const CLI::App& cmd) {
+  f.shape.resolve(cmd);
+  const DecodeTimingRequest request{.n_heads = f.shape.heads,
+                                    .n_kv_heads = f.shape.kv_heads,
+                                    .head_dim = f.shape.d_head,
+                                    .tokens = f.shape.tokens,
+                                    .kv_dtype = f.dtype,
+                                    .isa = f.compute.resolved_isa(),
+                                    .compute = f.compute.resolved_compute(),
+                                    .threads = f.compute.resolved_threads(),
+                                    .steps = std::max(f.steps, f.repetitions),
+                                    .duration_s = f.duration,
+                                    .layers = f.shape.layers,
+                                    .cache_state = f.cache.state,
+                                    .cold_method = f.cache.method};
+  (void)LayerConfig({.hidden_size = 1,
+                     .n_heads = request.n_heads,
+                     .n_kv_heads = request.n_kv_heads,
+                     .head_dim = request.head_dim,
+                     .ffn_size = 1,
+                     .capacity = request.tokens});
+  return request;
+}
+
+// The timed steps cut into `repetitions` consecutive runs (decode measures one shape, so
+// there is nothing to interleave with): their statistics and the machine's verdict.
+struct DecodeSpread {
+  SampleStats steps;
+  std::vector<double> repetition_medians;
+  QuietVerdict verdict;
+};
+
+DecodeSpread decode_spread(const DecodeTiming& t, int repetitions, const MachineSample& before) {
+  DecodeSpread d;
+  d.steps = summarize(t.step_seconds);
+  const std::size_t n = t.step_seconds.size();
+  for (int i = 0; i < repetitions; ++i) {
+    const auto begin =
+        t.step_seconds.begin() + static_cast<std::ptrdiff_t>(n * static_cast<std::size_t>(i) /
+                                                             static_cast<std::size_t>(repetitions));
+    const auto end =
+        t.step_seconds.begin() + static_cast<std::ptrdiff_t>(n * static_cast<std::size_t>(i + 1) /
+                                                             static_cast<std::size_t>(repetitions));
+    if (begin != end) d.repetition_medians.push_back(median({begin, end}));
+  }
+  MachineObservations seen = observe(before, sample_machine());
+  seen.step_spreads.push_back(spread(d.repetition_medians));
+  d.verdict = judge_quiet(seen);
+  return d;
+}
+
 }  // namespace
 
-nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t) {
+nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t,
+                           const DecodeSpread& d) {
   return {{"variant", attention_variant(r.n_heads, r.n_kv_heads)},
           {"n_heads", r.n_heads},
           {"n_kv_heads", r.n_kv_heads},
@@ -40,6 +100,10 @@ nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t) 
           {"attn_seconds_median", t.median_s},
           {"attn_seconds_min", t.min_s},
           {"attn_seconds_max", t.max_s},
+          {"repetitions", d.repetition_medians.size()},
+          {"attn_seconds_mean", d.steps.mean},
+          {"attn_seconds_stdev", d.steps.stdev},
+          {"attn_seconds_repetitions", d.repetition_medians},
           {"attn_tokens_per_s", t.tokens_per_s},
           {"bytes_read_per_step", t.bytes_read_per_step},
           {"attn_gbps", t.gbps},
@@ -51,10 +115,12 @@ nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t) 
            t.plan.state == CacheState::warm ? "none" : std::string(to_string(t.plan.method))},
           {"caches_allocated", t.plan.caches},
           {"llc_bytes", t.plan.llc_bytes},
-          {"llc_source", t.llc_source}};
+          {"llc_source", t.llc_source},
+          {"unstable", d.verdict.unstable},
+          {"unstable_reason", d.verdict.reason}};
 }
 
-void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t) {
+void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t, const DecodeSpread& d) {
   std::printf(
       "decode attention: %lld heads, %lld kv heads (%s), d_head %lld, %s tokens, %s cache, "
       "isa %s, %s compute on %s, %d thread%s\n",
@@ -71,14 +137,18 @@ void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t) {
                 format_seconds(t.layer_median_s).c_str());
   }
   std::printf("  cache read per step  %s\n", format_bytes(t.bytes_read_per_step).c_str());
-  std::printf("  step time            median %s (min %s, max %s) over %zu steps after %d warm-up\n",
-              format_seconds(t.median_s).c_str(), format_seconds(t.min_s).c_str(),
-              format_seconds(t.max_s).c_str(), t.step_seconds.size(), r.warmup_steps);
+  std::printf(
+      "  step time            median %s ± %s (min %s, max %s) over %zu steps in %zu "
+      "repetitions after %d warm-up\n",
+      format_seconds(t.median_s).c_str(), format_seconds(d.steps.stdev).c_str(),
+      format_seconds(t.min_s).c_str(), format_seconds(t.max_s).c_str(), t.step_seconds.size(),
+      d.repetition_medians.size(), r.warmup_steps);
   std::printf("  throughput           %.1f tokens/s, %.2f GB/s of cache read\n", t.tokens_per_s,
               t.gbps);
+  if (d.verdict.unstable) std::printf("%s\n", warning_line(d.verdict).c_str());
 }
 
-void add_decode_command(CLI::App& app) {
+void add_decode_command(CLI::App& app, OnParsed then) {
   auto flags = std::make_shared<DecodeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "decode", "time decode-step attention (one query per head) over a filled KV cache");
@@ -86,30 +156,27 @@ void add_decode_command(CLI::App& app) {
   flags->compute.add_to(*cmd);
   flags->cache.add_to(*cmd);
   add_kv_dtype_flag(*cmd, flags->dtype);
-  cmd->add_option("--steps", flags->steps, "timed steps after warm-up")->capture_default_str();
+  cmd->add_option("--steps", flags->steps, "timed steps after warm-up")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxSteps));
+  cmd->add_option("--repetitions", flags->repetitions,
+                  "split the timed steps into this many repetitions; their spread is checked")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxRepetitions));
   cmd->add_option("--duration", flags->duration,
-                  "keep stepping for this many seconds (for perf record)");
+                  "keep stepping for this many seconds (for perf record)")
+      ->transform(real_in(0, kMaxDurationSeconds));
   cmd->add_flag("--json", flags->json, "print a JSON object");
-  cmd->callback([flags, cmd] {
-    flags->shape.resolve(*cmd);
-    const DecodeTimingRequest request{.n_heads = flags->shape.heads,
-                                      .n_kv_heads = flags->shape.kv_heads,
-                                      .head_dim = flags->shape.d_head,
-                                      .tokens = flags->shape.tokens,
-                                      .kv_dtype = flags->dtype,
-                                      .isa = flags->compute.resolved_isa(),
-                                      .compute = flags->compute.resolved_compute(),
-                                      .threads = flags->compute.resolved_threads(),
-                                      .steps = flags->steps,
-                                      .duration_s = flags->duration,
-                                      .layers = flags->shape.layers,
-                                      .cache_state = flags->cache.state,
-                                      .cold_method = flags->cache.method};
+  cmd->callback([flags, cmd, then] {
+    const DecodeTimingRequest request = decode_request(*flags, *cmd);
+    if (then == OnParsed::validate_only) return;
+    const MachineSample before = sample_machine();
     const DecodeTiming timing = time_attention_decode(request);
+    const DecodeSpread spread = decode_spread(timing, flags->repetitions, before);
     if (flags->json) {
-      std::cout << decode_json(request, timing).dump(2) << "\n";
+      std::cout << decode_json(request, timing, spread).dump(2) << "\n";
     } else {
-      print_decode(request, timing);
+      print_decode(request, timing, spread);
     }
   });
 }

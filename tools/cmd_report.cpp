@@ -13,9 +13,11 @@
 #include "engine/measure/report.hpp"
 #include "engine/memory.hpp"
 #include "kernels/units/cpu_features.hpp"
+#include "tools/cli_limits.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"
 #include "tools/report_output.hpp"
+#include "tools/roofline_svg.hpp"
 
 namespace kvscope::cli {
 namespace {
@@ -28,11 +30,13 @@ struct ReportFlags {
   std::string kv_heads;
   std::string kv_dtypes = "f32,bf16,int8";
   int steps = 10;
+  int repetitions = 3;
   bool no_layer = false, no_prefill = false;
   std::string weights_dtype = "bf16";
   bool json = false;
   bool csv = false;
   std::string svg;
+  std::string roofline;
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -43,20 +47,11 @@ std::vector<std::string> split_list(const std::string& text) {
   return items;
 }
 
+// A comma list of integers ≥ 1; an item that is not names the flag, the list and the item.
 std::vector<std::int64_t> parse_int_list(const std::string& text, const std::string& flag) {
   std::vector<std::int64_t> values;
   for (const std::string& item : split_list(text)) {
-    std::size_t used = 0;
-    std::int64_t value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size()) {
-      throw std::invalid_argument(flag + " '" + text + "': '" + item + "' is not an integer");
-    }
-    values.push_back(value);
+    values.push_back(parse_integer(flag + " '" + text + "'", item, 1, kNoLimit));
   }
   if (values.empty()) throw std::invalid_argument(flag + " is empty");
   return values;
@@ -81,10 +76,21 @@ std::vector<std::int64_t> default_kv_heads(std::int64_t heads) {
   return kv;
 }
 
+// Writes `text` to `path` unless the path is empty.
+void write_file(const std::string& path, const std::string& text, const std::string& what) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + what + " to '" + path + "'");
+}
+
 // Llama's MLP width: 2/3 of 4 × hidden, rounded up to a multiple of 256.
 std::int64_t llama_ffn_size(std::int64_t hidden) { return (8 * hidden / 3 + 255) / 256 * 256; }
 
-void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
+// The request the flags describe, validated without measuring or allocating anything
+// (report_peak_bytes checks every shape and the memory the report will need).
+ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
+  f.shape.resolve(cmd);
   ReportRequest request;
   request.n_heads = f.shape.heads;
   request.head_dim = f.shape.d_head;
@@ -92,8 +98,8 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   request.tokens = parse_int_list(f.tokens, "--tokens");
   // Under a sliding window W a decode step at any context ≥ W reads the same W cached tokens.
   for (std::int64_t& t : request.tokens) t = f.shape.cached_tokens(t);
-  request.kv_heads = f.kv_heads.empty() ? default_kv_heads(f.shape.heads)
-                                        : parse_int_list(f.kv_heads, "--kv-heads");
+  request.kv_heads = cmd.count("--kv-heads") == 0 ? default_kv_heads(f.shape.heads)
+                                                  : parse_int_list(f.kv_heads, "--kv-heads");
   request.kv_dtypes.clear();
   for (const std::string& name : split_list(f.kv_dtypes))
     request.kv_dtypes.push_back(parse_kv_dtype(name));
@@ -116,8 +122,14 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   request.compute = f.compute.resolved_compute();
   request.threads = f.compute.resolved_threads();
   request.steps = f.steps;
+  request.repetitions = f.repetitions;
   request.cache_state = f.cache.state;
   request.cold_method = f.cache.method;
+  require_memory(report_peak_bytes(request), "this report");
+  return request;
+}
+
+void run_report_command(ReportRequest request, const ReportFlags& f) {
   if (!f.svg.empty() && request.tokens.size() < 2) {
     std::fprintf(stderr,
                  "kvscope: note: --svg plots against context length; pass several "
@@ -132,11 +144,8 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   const std::vector<ReportRow> rows = run_report(request);
   if (show_progress) std::fprintf(stderr, "\r\033[K");
 
-  if (!f.svg.empty()) {
-    std::ofstream out(f.svg);
-    out << report_svg(rows);
-    if (!out) throw std::runtime_error("cannot write the SVG to '" + f.svg + "'");
-  }
+  write_file(f.svg, report_svg(rows), "the SVG");
+  write_file(f.roofline, roofline_svg(rows), "the roofline SVG");
   if (f.json) {
     std::cout << report_json(rows).dump(2) << "\n";
     return;
@@ -169,8 +178,11 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
     std::printf("sliding window %lld: each row's cache holds min(context, window) tokens\n",
                 static_cast<long long>(f.shape.window));
   }
-  std::printf("last-level cache %s (%s); cache state %s\n\n", format_bytes(first.llc_bytes).c_str(),
+  std::printf("last-level cache %s (%s); cache state %s\n", format_bytes(first.llc_bytes).c_str(),
               first.llc_source.c_str(), describe_cache_state(first).c_str());
+  if (first.unstable)
+    std::printf("warning: measurements unstable: %s\n", first.unstable_reason.c_str());
+  std::printf("\n");
   std::fputs(report_table(rows).c_str(), stdout);
   std::printf(
       "\n(cache/layer and read/step in MB = 1e6 bytes; 'read GB/s' is a plain read loop "
@@ -190,7 +202,7 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
 
 }  // namespace
 
-void add_report_command(CLI::App& app) {
+void add_report_command(CLI::App& app, OnParsed then) {
   auto flags = std::make_shared<ReportFlags>();
   CLI::App* cmd = app.add_subcommand(
       "report",
@@ -206,7 +218,14 @@ void add_report_command(CLI::App& app) {
                   "kv head counts, comma list (default: MHA, GQA-8, MQA)");
   cmd->add_option("--kv-dtypes", flags->kv_dtypes, "cache types, comma list")
       ->capture_default_str();
-  cmd->add_option("--steps", flags->steps, "timed decode steps per row")->capture_default_str();
+  cmd->add_option("--steps", flags->steps,
+                  "timed decode steps per row, shared among the repetitions")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxSteps));
+  cmd->add_option("--repetitions", flags->repetitions,
+                  "passes over all rows, interleaved so that drift hits every row alike")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxRepetitions));
   cmd->add_flag("--no-layer", flags->no_layer, "skip the full decoder-layer measurement");
   cmd->add_flag("--no-prefill", flags->no_prefill,
                 "skip the full-layer prefill of each context (long at 32,768 tokens)");
@@ -216,9 +235,11 @@ void add_report_command(CLI::App& app) {
   auto* json = cmd->add_flag("--json", flags->json, "print an array of row objects");
   cmd->add_flag("--csv", flags->csv, "print CSV")->excludes(json);
   cmd->add_option("--svg", flags->svg, "write a plot of decode tokens/s against context length");
-  cmd->callback([flags, cmd] {
-    flags->shape.resolve(*cmd);
-    run_report_command(*flags, *cmd);
+  cmd->add_option("--roofline", flags->roofline,
+                  "write a roofline plot: GFLOP/s against FLOPs per byte, one point per row");
+  cmd->callback([flags, cmd, then] {
+    ReportRequest request = report_request(*flags, *cmd);
+    if (then == OnParsed::run) run_report_command(std::move(request), *flags);
   });
 }
 

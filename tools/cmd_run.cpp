@@ -25,6 +25,7 @@
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/units/compute_unit.hpp"
+#include "tools/cli_limits.hpp"
 
 namespace kvscope::cli {
 namespace {
@@ -46,12 +47,21 @@ struct RunOptions {
   throw std::runtime_error(where + ": " + message);
 }
 
-// Runs the layer and writes the output; every error names the file and the field.
-void run(const RunOptions& o) {
-  const Isa isa = select_isa(o.isa);
-  const ComputeMode compute = parse_compute_mode(o.compute);
-  const KvDtype kv_dtype = parse_kv_dtype(o.kv_dtype);
+// The flags that need no file, checked (the files are checked as they are read).
+struct RunChoices {
+  Isa isa;
+  ComputeMode compute;
+  KvDtype kv_dtype;
+};
+
+RunChoices run_choices(const RunOptions& o) {
   if (o.threads < 1) fail("--threads", "must be at least 1, got " + std::to_string(o.threads));
+  return {select_isa(o.isa), parse_compute_mode(o.compute), parse_kv_dtype(o.kv_dtype)};
+}
+
+// Runs the layer and writes the output; every error names the file and the field.
+void run(const RunOptions& o, const RunChoices& choices) {
+  const auto [isa, compute, kv_dtype] = choices;
 
   const fs::path config_path = fs::path(o.model_dir) / "config.json";
   HfModelConfig hf = load_hf_config(config_path);
@@ -117,7 +127,7 @@ void run(const RunOptions& o) {
 
 }  // namespace
 
-void add_run_command(CLI::App& app) {
+void add_run_command(CLI::App& app, OnParsed then) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run",
                                      "Run one decoder layer of a Hugging Face model (llama, "
@@ -125,22 +135,30 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--model", options->model_dir,
                   "Model directory: config.json and model.safetensors (or shards + index)")
       ->required();
-  cmd->add_option("--layer", options->layer, "Layer index I (model.layers.I.*)")->required();
+  cmd->add_option("--layer", options->layer, "Layer index I (model.layers.I.*)")
+      ->required()
+      ->transform(integer_in(0));
   cmd->add_option("--input", options->input, "Input X.npy, float32 [n, hidden_size]")->required();
   cmd->add_option("--output", options->output, "Output Y.npy, float32 [n, hidden_size]")
       ->required();
   cmd->add_option("--prefill", options->prefill,
-                  "Rows through one prefill; the rest decode one at a time (default: all)");
+                  "Rows through one prefill; the rest decode one at a time (default: all)")
+      ->transform(integer_in(0));
   cmd->add_option("--kv-dtype", options->kv_dtype, "KV cache type: f32, f16, bf16, int8")
       ->capture_default_str();
-  cmd->add_option("--threads", options->threads, "Threads")->capture_default_str();
+  cmd->add_option("--threads", options->threads, "Threads (at most 4 × the hardware threads)")
+      ->capture_default_str()
+      ->transform(thread_count());
   cmd->add_option("--isa", options->isa,
                   "scalar, sse2, avx2 or avx512 (default: $KVSCOPE_ISA, else the best)");
   cmd->add_option("--compute", options->compute,
                   "exact (widen every element to f32) | fast (int8 on VNNI, bf16 on "
                   "AVX512-BF16 where the CPU has them)")
       ->capture_default_str();
-  cmd->callback([options] { run(*options); });
+  cmd->callback([options, then] {
+    const RunChoices choices = run_choices(*options);
+    if (then == OnParsed::run) run(*options, choices);
+  });
 }
 
 }  // namespace kvscope::cli

@@ -1,9 +1,4 @@
 #pragma once
-// `kvscope run`: one decoder layer of a Hugging Face model on an .npy input.
-#include <CLI/CLI.hpp>
-
-namespace kvscope::cli {
-
-void add_run_command(CLI::App& app);
-
-}  // namespace kvscope::cli
+// `kvscope run`: one decoder layer of a Hugging Face model on an .npy input
+// (add_run_command is declared with the others in tools/commands.hpp).
+#include "tools/commands.hpp"

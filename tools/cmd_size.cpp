@@ -6,6 +6,7 @@
 
 #include "engine/kv_footprint.hpp"
 #include "engine/memory.hpp"
+#include "tools/cli_limits.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"
 
@@ -79,14 +80,16 @@ nlohmann::json size_json(const SizeFlags& f, const KvFootprint& fp) {
 
 }  // namespace
 
-void add_size_command(CLI::App& app) {
+void add_size_command(CLI::App& app, OnParsed then) {
   auto flags = std::make_shared<SizeFlags>();
   CLI::App* cmd = app.add_subcommand("size", "KV cache memory for a model shape");
   flags->shape.add_to(*cmd, /*with_layers=*/true);
-  cmd->add_option("--batch", flags->batch, "sequences in the batch")->capture_default_str();
+  cmd->add_option("--batch", flags->batch, "sequences in the batch")
+      ->capture_default_str()
+      ->transform(integer_in(1));
   add_kv_dtype_flag(*cmd, flags->dtype);
   cmd->add_flag("--json", flags->json, "print a JSON object");
-  cmd->callback([flags, cmd] {
+  cmd->callback([flags, cmd, then] {
     flags->shape.resolve(*cmd);
     const auto& s = flags->shape;
     if (s.heads >= 1 && s.kv_heads >= 1 && s.heads % s.kv_heads != 0) {
@@ -102,6 +105,7 @@ void add_size_command(CLI::App& app) {
                                          .layers = s.layers,
                                          .batch = flags->batch,
                                          .dtype = flags->dtype});
+    if (then == OnParsed::validate_only) return;
     if (flags->json) {
       std::cout << size_json(*flags, fp).dump(2) << "\n";
     } else {

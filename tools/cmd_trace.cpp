@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/attention_trace.hpp"
+#include "tools/cli_limits.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"
 
@@ -109,7 +110,7 @@ void print_trace(const TraceInput& in, const AttentionTrace& tr) {
 
 }  // namespace
 
-void add_trace_command(CLI::App& app) {
+void add_trace_command(CLI::App& app, OnParsed then) {
   auto flags = std::make_shared<TraceFlags>();
   CLI::App* cmd = app.add_subcommand(
       "trace", "print every step of one attention row (default: the lesson example)");
@@ -120,12 +121,14 @@ void add_trace_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--d-head", flags->d_head,
                   "true head size for the √d_head scale (default: the vectors' length; 4 for "
-                  "the lesson example)");
+                  "the lesson example)")
+      ->transform(integer_in(1));
   cmd->add_flag("--no-scale", flags->no_scale, "skip the ÷√d_head step");
   cmd->add_option("--position", flags->position,
-                  "0-based position of the query; later keys are masked (default: all visible)");
+                  "0-based position of the query; later keys are masked (default: all visible)")
+      ->transform(integer_in(0));
   cmd->add_flag("--json", flags->json, "print a JSON object");
-  cmd->callback([flags, cmd] {
+  cmd->callback([flags, cmd, then] {
     const bool lesson = cmd->count("--query") + cmd->count("--key") + cmd->count("--value") == 0;
     if (!lesson &&
         (cmd->count("--query") == 0 || cmd->count("--key") == 0 || cmd->count("--value") == 0)) {
@@ -144,6 +147,7 @@ void add_trace_command(CLI::App& app) {
     if (cmd->count("--position") > 0) in.position = flags->position;
     in.scale = !flags->no_scale;
     const AttentionTrace tr = trace_attention(in);
+    if (then == OnParsed::validate_only) return;
     if (!flags->json) {
       print_trace(in, tr);
       return;

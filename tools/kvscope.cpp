@@ -3,17 +3,11 @@
 #include <exception>
 #include <vector>
 
-#include "tools/cmd_run.hpp"
 #include "tools/commands.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"kvscope: KV cache size, decode-step cost and attention, step by step"};
-  app.require_subcommand(0, 1);
-  kvscope::cli::add_report_command(app);
-  kvscope::cli::add_size_command(app);
-  kvscope::cli::add_trace_command(app);
-  kvscope::cli::add_decode_command(app);
-  kvscope::cli::add_run_command(app);
+  kvscope::cli::add_commands(app);
   // No arguments: the default report.
   std::vector<char*> args(argv, argv + argc);
   char report[] = "report";

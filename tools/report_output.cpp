@@ -1,5 +1,6 @@
 #include "tools/report_output.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -30,6 +31,9 @@ const std::vector<std::string> kColumns = {"variant",
                                            "attn_seconds_median",
                                            "attn_seconds_min",
                                            "attn_seconds_max",
+                                           "repetitions",
+                                           "attn_seconds_mean",
+                                           "attn_seconds_stdev",
                                            "attn_tokens_per_s",
                                            "attn_gbps",
                                            "read_bandwidth_gbps",
@@ -56,7 +60,9 @@ const std::vector<std::string> kColumns = {"variant",
                                            "llc_bytes",
                                            "model_attn_seconds_median",
                                            "model_attn_tokens_per_s",
-                                           "bytes_read_per_model_step"};
+                                           "bytes_read_per_model_step",
+                                           "unstable",
+                                           "unstable_reason"};
 
 nlohmann::json row_json(const ReportRow& r) {
   return {{"variant", r.variant},
@@ -77,6 +83,11 @@ nlohmann::json row_json(const ReportRow& r) {
           {"attn_seconds_median", r.attn_seconds_median},
           {"attn_seconds_min", r.attn_seconds_min},
           {"attn_seconds_max", r.attn_seconds_max},
+          {"repetitions", r.repetitions},
+          {"attn_seconds_mean", r.attn_seconds_mean},
+          {"attn_seconds_stdev", r.attn_seconds_stdev},
+          {"attn_seconds_repetitions", r.attn_seconds_repetitions},
+          {"read_bandwidth_gbps_repetitions", r.read_bandwidth_repetitions},
           {"attn_tokens_per_s", r.attn_tokens_per_s},
           {"attn_gbps", r.attn_gbps},
           {"read_bandwidth_gbps", r.read_bandwidth_gbps},
@@ -103,7 +114,9 @@ nlohmann::json row_json(const ReportRow& r) {
           {"llc_bytes", r.llc_bytes},
           {"model_attn_seconds_median", r.model_attn_seconds_median},
           {"model_attn_tokens_per_s", r.model_attn_tokens_per_s},
-          {"bytes_read_per_model_step", r.bytes_read_per_model_step}};
+          {"bytes_read_per_model_step", r.bytes_read_per_model_step},
+          {"unstable", r.unstable},
+          {"unstable_reason", r.unstable_reason}};
 }
 
 std::string mb(std::uint64_t bytes) {
@@ -112,12 +125,35 @@ std::string mb(std::uint64_t bytes) {
   return text;
 }
 
+// A CSV field: quoted (quotes doubled) when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// The row the plain-language paragraphs explain: MHA f32 (else the first row) at the largest
+// context measured, where the step is longest and its figures steadiest.
+const ReportRow& explained_row(const std::vector<ReportRow>& rows);
+
 const ReportRow* find_row(const std::vector<ReportRow>& rows, std::int64_t tokens,
                           std::int64_t kv_heads, KvDtype dtype) {
   for (const ReportRow& r : rows) {
     if (r.tokens == tokens && r.n_kv_heads == kv_heads && r.kv_dtype == dtype) return &r;
   }
   return nullptr;
+}
+
+const ReportRow& explained_row(const std::vector<ReportRow>& rows) {
+  std::int64_t tokens = rows.front().tokens;
+  for (const ReportRow& r : rows) tokens = std::max(tokens, r.tokens);
+  const ReportRow* base = find_row(rows, tokens, rows.front().n_heads, KvDtype::f32);
+  if (base != nullptr) return *base;
+  for (const ReportRow& r : rows) {
+    if (r.tokens == tokens) return r;
+  }
+  return rows.front();
 }
 
 }  // namespace
@@ -136,7 +172,7 @@ std::string report_csv(const std::vector<ReportRow>& rows) {
     const nlohmann::json j = row_json(r);
     for (std::size_t i = 0; i < kColumns.size(); ++i) {
       const nlohmann::json& v = j.at(kColumns[i]);
-      out << (i ? "," : "") << (v.is_string() ? v.get<std::string>() : v.dump());
+      out << (i ? "," : "") << (v.is_string() ? csv_field(v.get<std::string>()) : v.dump());
     }
     out << "\n";
   }
@@ -149,13 +185,12 @@ std::string report_table(const std::vector<ReportRow>& rows) {
   std::snprintf(line, sizeof line,
                 "%-7s %4s %-5s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %11s\n",
                 "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step",
-                "step median (min-max)", "tokens/s", "GB/s", "read GB/s", "of bw", "light",
+                "step median ± stdev", "tokens/s", "GB/s", "read GB/s", "of bw", "light",
                 "of SoL", "layer t/s", "prefill t/s");
   out += line;
   for (const ReportRow& r : rows) {
-    const std::string range = format_seconds(r.attn_seconds_median) + " (" +
-                              format_seconds(r.attn_seconds_min) + "-" +
-                              format_seconds(r.attn_seconds_max) + ")";
+    const std::string range =
+        format_seconds(r.attn_seconds_median) + " ± " + format_seconds(r.attn_seconds_stdev);
     char layer[32] = "-";
     if (r.layer_tokens_per_s > 0) std::snprintf(layer, sizeof layer, "%.1f", r.layer_tokens_per_s);
     char prefill[32] = "-";
@@ -180,10 +215,9 @@ std::string report_table(const std::vector<ReportRow>& rows) {
 
 std::string explain_report(const std::vector<ReportRow>& rows) {
   if (rows.empty()) return "";
-  const std::int64_t tokens = rows.front().tokens;
-  const ReportRow* base = find_row(rows, tokens, rows.front().n_heads, KvDtype::f32);
-  if (base == nullptr) base = &rows.front();
-  const ReportRow& b = *base;
+  const ReportRow& b = explained_row(rows);
+  const ReportRow* base = &b;
+  const std::int64_t tokens = b.tokens;
   std::string text;
   char buf[1200];
   std::snprintf(buf, sizeof buf,
@@ -236,8 +270,7 @@ std::string describe_cache_state(const ReportRow& r) {
 
 std::string explain_cache_fit(const std::vector<ReportRow>& rows) {
   if (rows.empty()) return "";
-  const ReportRow* base = find_row(rows, rows.front().tokens, rows.front().n_heads, KvDtype::f32);
-  const ReportRow& b = base != nullptr ? *base : rows.front();
+  const ReportRow& b = explained_row(rows);
   const double llc_mb = static_cast<double>(b.llc_bytes) / 1e6;
   const bool fits = b.cache_bytes_all_layers <= b.llc_bytes;
   std::string text;
@@ -321,6 +354,9 @@ std::string report_svg(const std::vector<ReportRow>& rows) {
       s.dash = r.kv_dtype == KvDtype::f32 ? "" : r.kv_dtype == KvDtype::int8 ? "2 3" : "8 4";
     }
     series[name].points.emplace_back(static_cast<double>(r.tokens), r.attn_tokens_per_s);
+    if (r.speed_of_light_seconds > 0) {
+      series[name].limit.emplace_back(static_cast<double>(r.tokens), 1 / r.speed_of_light_seconds);
+    }
   }
   PlotSpec spec;
   if (!rows.empty()) {
@@ -333,6 +369,7 @@ std::string report_svg(const std::vector<ReportRow>& rows) {
   }
   spec.x_label = "context length (tokens in the KV cache)";
   spec.y_label = "decode steps per second (attention, one layer)";
+  spec.limit_legend = "thin: speed of light";
   for (const std::string& name : order) spec.series.push_back(series[name]);
   return render_line_chart_svg(spec);
 }

@@ -12,23 +12,24 @@ nlohmann::json report_json(const std::vector<ReportRow>& rows);
 std::string report_csv(const std::vector<ReportRow>& rows);
 std::string report_table(const std::vector<ReportRow>& rows);
 
-// What one decode step recomputes, what it only re-reads, and where the time goes, for the
-// first context length in `rows` (MHA f32 row if present, else the first row).
+// What one decode step recomputes, what it only re-reads, and where the time goes, at the
+// largest context length in `rows` (its MHA f32 row if present, else its first row).
 std::string explain_report(const std::vector<ReportRow>& rows);
 
 // "cold (18 caches cycled)", "cold (flushed after each step)", "warm" for a row.
 std::string describe_cache_state(const ReportRow& row);
 
-// Whether all layers' caches fit in the last-level cache, what that makes of the step, and
-// what cold or warm means for the figures (first row's shape, MHA f32 if present).
 // One sentence on the full-layer step of the largest context's first row: the bytes it
 // reads (weights in their dtype, cache) and the share of weights, attention and the rest.
 // Empty when the layer was not measured.
 std::string explain_layer_step(const std::vector<ReportRow>& rows);
 
+// Whether all layers' caches fit in the last-level cache, what that makes of the step, and
+// what cold or warm means for the figures (the row explain_report explains).
 std::string explain_cache_fit(const std::vector<ReportRow>& rows);
 
-// Decode tokens/s against context length, one line per variant × cache type.
+// Decode tokens/s against context length, one line per variant × cache type, each with a
+// thin line of the same colour at its speed of light.
 std::string report_svg(const std::vector<ReportRow>& rows);
 
 }  // namespace kvscope::cli

@@ -12,6 +12,8 @@
 #include "engine/measure/decode_timing.hpp"
 #include "engine/measure/layer_timing.hpp"
 #include "engine/measure/machine_limits.hpp"
+#include "engine/measure/machine_quiet.hpp"
+#include "engine/measure/repetitions.hpp"
 #include "engine/memory.hpp"
 
 namespace kvscope {
@@ -45,6 +47,73 @@ CachePlan report_plan(const ReportRequest& r, const LayerConfig& config, KvDtype
                      r.cache_state, r.cold_method, llc, physical_memory_bytes());
 }
 
+constexpr int kReadLoopRepeats = 7;  // read-loop sweeps per row, shared among the repetitions
+
+// A row's shape, sizes and FLOPs, before anything is measured.
+ReportRow row_shape(const ReportRequest& r, std::int64_t tokens, std::int64_t kv_heads,
+                    KvDtype dtype) {
+  ReportRow row;
+  row.variant = attention_variant(r.n_heads, kv_heads);
+  row.n_heads = r.n_heads;
+  row.n_kv_heads = kv_heads;
+  row.head_dim = r.head_dim;
+  row.tokens = tokens;
+  row.layers = r.layers;
+  row.kv_dtype = dtype;
+  row.isa = r.isa;
+  row.compute = r.compute;
+  row.threads = r.threads;
+  row.cache_state = r.cache_state;
+  const KvFootprint fp = kv_footprint({.n_kv_heads = kv_heads,
+                                       .head_dim = r.head_dim,
+                                       .tokens = tokens,
+                                       .layers = r.layers,
+                                       .dtype = dtype});
+  row.cache_bytes = fp.bytes_per_layer;
+  row.cache_bytes_all_layers = fp.total_bytes;
+  row.flops_per_step = decode_attention_flops(r.n_heads, r.head_dim, tokens);
+  return row;
+}
+
+// The row's figures from every timed step (all layers) of every repetition.
+void finish_row(ReportRow& row, const std::vector<double>& model_steps, int repetitions) {
+  const double layers = static_cast<double>(row.layers);
+  std::vector<double> layer_steps;
+  for (double s : model_steps) layer_steps.push_back(s / layers);
+  const SampleStats stats = summarize(layer_steps);
+  row.repetitions = repetitions;
+  row.attn_seconds_median = stats.median;
+  row.attn_seconds_mean = stats.mean;
+  row.attn_seconds_stdev = stats.stdev;
+  row.attn_seconds_min = stats.min;
+  row.attn_seconds_max = stats.max;
+  row.model_attn_seconds_median = median(model_steps);
+  row.model_attn_tokens_per_s = 1.0 / row.model_attn_seconds_median;
+  row.attn_tokens_per_s = 1.0 / row.attn_seconds_median;
+  row.attn_gbps =
+      static_cast<double>(row.bytes_read_per_model_step) / row.model_attn_seconds_median / 1e9;
+  row.read_bandwidth_gbps = median(row.read_bandwidth_repetitions);
+  row.fraction_of_bandwidth = row.attn_gbps / row.read_bandwidth_gbps;
+  row.speed_of_light_seconds = speed_of_light_seconds(
+      row.bytes_read_per_step, row.flops_per_step, row.read_bandwidth_gbps, row.compute_peak_gops);
+  row.fraction_of_speed_of_light = row.speed_of_light_seconds / row.attn_seconds_median;
+  row.bound = static_cast<double>(row.bytes_read_per_step) / (row.read_bandwidth_gbps * 1e9) >=
+                      static_cast<double>(row.flops_per_step) / (row.compute_peak_gops * 1e9)
+                  ? "memory"
+                  : "compute";
+}
+
+// Where the full layer's step goes: reading its weights at the row's read bandwidth, the
+// attention step measured for the row, and the rest (norms, RoPE, activations, overheads).
+void split_layer_step(ReportRow& row) {
+  const double weights_s =
+      static_cast<double>(row.layer_weight_bytes) / (row.read_bandwidth_gbps * 1e9);
+  row.layer_weights_share = std::min(1.0, weights_s / row.layer_seconds_median);
+  row.layer_attention_share = std::min(1.0 - row.layer_weights_share,
+                                       row.attn_seconds_median / row.layer_seconds_median);
+  row.layer_other_share = 1.0 - row.layer_weights_share - row.layer_attention_share;
+}
+
 }  // namespace
 
 std::uint64_t decode_attention_flops(std::int64_t n_heads, std::int64_t head_dim,
@@ -69,6 +138,7 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
   }
   if (r.steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
+  (void)steps_per_repetition(r.steps, r.repetitions);  // refuses repetitions < 1
   const std::uint64_t llc = report_llc_bytes(r, nullptr);
   std::uint64_t peak = 0;
   for (std::int64_t tokens : r.tokens) {
@@ -99,6 +169,9 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   require_memory(report_peak_bytes(r), "this report");
   if (r.threads < 1)
     throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
+  const int steps_per_pass = steps_per_repetition(r.steps, r.repetitions);
+  const int read_repeats_per_pass = steps_per_repetition(kReadLoopRepeats, r.repetitions);
+  const MachineSample before = sample_machine();
 
   std::string llc_source;
   const std::uint64_t llc = report_llc_bytes(r, &llc_source);
@@ -114,107 +187,83 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
     return unit_peaks[unit];
   };
   std::vector<ReportRow> rows;
-  const std::size_t total = r.tokens.size() * r.kv_heads.size() * r.kv_dtypes.size();
   for (std::int64_t tokens : r.tokens) {
     for (std::int64_t kv_heads : r.kv_heads) {
-      for (KvDtype dtype : r.kv_dtypes) {
-        ReportRow row;
-        row.variant = attention_variant(r.n_heads, kv_heads);
-        if (r.progress) {
-          r.progress(row.variant + " " + std::string(to_string(dtype)) + " at " +
-                     std::to_string(tokens) + " tokens (" + std::to_string(rows.size() + 1) + "/" +
-                     std::to_string(total) + ")");
+      for (KvDtype dtype : r.kv_dtypes) rows.push_back(row_shape(r, tokens, kv_heads, dtype));
+    }
+  }
+  // Every timed step of every pass, all layers, per row.
+  std::vector<std::vector<double>> steps(rows.size());
+  for (int pass = 0; pass < r.repetitions; ++pass) {
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      ReportRow& row = rows[i];
+      if (r.progress) {
+        r.progress(row.variant + " " + std::string(to_string(row.kv_dtype)) + " at " +
+                   std::to_string(row.tokens) + " tokens (" + std::to_string(i + 1) + "/" +
+                   std::to_string(rows.size()) + ", pass " + std::to_string(pass + 1) + "/" +
+                   std::to_string(r.repetitions) + ")");
+      }
+      const DecodeTiming t = time_attention_decode({.n_heads = r.n_heads,
+                                                    .n_kv_heads = row.n_kv_heads,
+                                                    .head_dim = r.head_dim,
+                                                    .tokens = row.tokens,
+                                                    .kv_dtype = row.kv_dtype,
+                                                    .isa = r.isa,
+                                                    .compute = r.compute,
+                                                    .threads = r.threads,
+                                                    .steps = steps_per_pass,
+                                                    .layers = r.layers,
+                                                    .cache_state = r.cache_state,
+                                                    .cold_method = r.cold_method,
+                                                    .llc_bytes = llc});
+      steps[i].insert(steps[i].end(), t.step_seconds.begin(), t.step_seconds.end());
+      row.attn_seconds_repetitions.push_back(t.layer_median_s);
+      CachePlan read_plan = t.plan;  // the same rotation over the bytes a step reads
+      read_plan.cache_bytes = t.bytes_read_per_layer;
+      row.read_bandwidth_repetitions.push_back(
+          measure_read_bandwidth_gbps(read_plan, r.isa, r.threads, read_repeats_per_pass));
+      if (pass > 0) continue;
+      row.compute_unit = t.unit;
+      row.compute_peak_gops = unit_peak(t.unit);
+      row.fma_peak_gflops = fma_peak;
+      row.cold_method =
+          r.cache_state == CacheState::warm ? "none" : std::string(to_string(t.plan.method));
+      row.caches_allocated = t.plan.caches;
+      row.llc_bytes = llc;
+      row.llc_source = llc_source;
+      row.bytes_read_per_model_step = t.bytes_read_per_step;
+      row.bytes_read_per_step = t.bytes_read_per_layer;
+      if (r.measure_layer) {
+        const LayerConfig config = layer_config(r, row.n_kv_heads, row.tokens);
+        const LayerTiming layer =
+            time_layer_decode(config, row.tokens, row.kv_dtype, r.isa, r.threads,
+                              std::max(3, r.steps / 2), r.compute, r.weights_dtype);
+        row.layer_tokens_per_s = layer.tokens_per_s;
+        row.layer_seconds_median = layer.median_s;
+        row.weights_dtype = r.weights_dtype;
+        row.layer_weight_bytes = layer.weight_bytes;
+        row.layer_bytes_per_step = layer.bytes_per_step;
+        if (r.measure_prefill) {
+          const LayerPrefillTiming prefill = time_layer_prefill(
+              config, row.tokens, row.kv_dtype, r.isa, r.threads, r.compute, r.weights_dtype);
+          row.prefill_seconds = prefill.seconds;
+          row.prefill_tokens_per_s = prefill.tokens_per_s;
+          row.prefill_attention_share = prefill.attention_share;
         }
-        row.n_heads = r.n_heads;
-        row.n_kv_heads = kv_heads;
-        row.head_dim = r.head_dim;
-        row.tokens = tokens;
-        row.layers = r.layers;
-        row.kv_dtype = dtype;
-        row.isa = r.isa;
-        row.compute = r.compute;
-        row.threads = r.threads;
-        const KvFootprint fp = kv_footprint({.n_kv_heads = kv_heads,
-                                             .head_dim = r.head_dim,
-                                             .tokens = tokens,
-                                             .layers = r.layers,
-                                             .dtype = dtype});
-        row.cache_bytes = fp.bytes_per_layer;
-        row.cache_bytes_all_layers = fp.total_bytes;
-        row.flops_per_step = decode_attention_flops(r.n_heads, r.head_dim, tokens);
-
-        const DecodeTiming t = time_attention_decode({.n_heads = r.n_heads,
-                                                      .n_kv_heads = kv_heads,
-                                                      .head_dim = r.head_dim,
-                                                      .tokens = tokens,
-                                                      .kv_dtype = dtype,
-                                                      .isa = r.isa,
-                                                      .compute = r.compute,
-                                                      .threads = r.threads,
-                                                      .steps = r.steps,
-                                                      .layers = r.layers,
-                                                      .cache_state = r.cache_state,
-                                                      .cold_method = r.cold_method,
-                                                      .llc_bytes = llc});
-        row.compute_unit = t.unit;
-        row.compute_peak_gops = unit_peak(t.unit);
-        const double layers = static_cast<double>(r.layers);
-        row.cache_state = r.cache_state;
-        row.cold_method =
-            r.cache_state == CacheState::warm ? "none" : std::string(to_string(t.plan.method));
-        row.caches_allocated = t.plan.caches;
-        row.llc_bytes = llc;
-        row.llc_source = llc_source;
-        row.model_attn_seconds_median = t.median_s;
-        row.model_attn_tokens_per_s = t.tokens_per_s;
-        row.bytes_read_per_model_step = t.bytes_read_per_step;
-        row.bytes_read_per_step = t.bytes_read_per_layer;
-        row.attn_seconds_median = t.layer_median_s;
-        row.attn_seconds_min = t.min_s / layers;
-        row.attn_seconds_max = t.max_s / layers;
-        row.attn_tokens_per_s = 1.0 / row.attn_seconds_median;
-        row.attn_gbps = t.gbps;
-        CachePlan read_plan = t.plan;  // the same rotation over the bytes a step reads
-        read_plan.cache_bytes = t.bytes_read_per_layer;
-        row.read_bandwidth_gbps = measure_read_bandwidth_gbps(read_plan, r.isa, r.threads);
-        row.fraction_of_bandwidth = row.attn_gbps / row.read_bandwidth_gbps;
-        row.fma_peak_gflops = fma_peak;
-        row.speed_of_light_seconds =
-            speed_of_light_seconds(row.bytes_read_per_step, row.flops_per_step,
-                                   row.read_bandwidth_gbps, row.compute_peak_gops);
-        row.fraction_of_speed_of_light = row.speed_of_light_seconds / row.attn_seconds_median;
-        row.bound =
-            static_cast<double>(row.bytes_read_per_step) / (row.read_bandwidth_gbps * 1e9) >=
-                    static_cast<double>(row.flops_per_step) / (row.compute_peak_gops * 1e9)
-                ? "memory"
-                : "compute";
-        if (r.measure_layer) {
-          const LayerTiming layer =
-              time_layer_decode(layer_config(r, kv_heads, tokens), tokens, dtype, r.isa, r.threads,
-                                std::max(3, r.steps / 2), r.compute, r.weights_dtype);
-          row.layer_tokens_per_s = layer.tokens_per_s;
-          row.layer_seconds_median = layer.median_s;
-          row.weights_dtype = r.weights_dtype;
-          row.layer_weight_bytes = layer.weight_bytes;
-          row.layer_bytes_per_step = layer.bytes_per_step;
-          const double weights_s =
-              static_cast<double>(layer.weight_bytes) / (row.read_bandwidth_gbps * 1e9);
-          row.layer_weights_share = std::min(1.0, weights_s / layer.median_s);
-          row.layer_attention_share =
-              std::min(1.0 - row.layer_weights_share, row.attn_seconds_median / layer.median_s);
-          row.layer_other_share = 1.0 - row.layer_weights_share - row.layer_attention_share;
-          if (r.measure_prefill) {
-            const LayerPrefillTiming prefill =
-                time_layer_prefill(layer_config(r, kv_heads, tokens), tokens, dtype, r.isa,
-                                   r.threads, r.compute, r.weights_dtype);
-            row.prefill_seconds = prefill.seconds;
-            row.prefill_tokens_per_s = prefill.tokens_per_s;
-            row.prefill_attention_share = prefill.attention_share;
-          }
-        }
-        rows.push_back(row);
       }
     }
+  }
+  MachineObservations seen = observe(before, sample_machine());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    finish_row(rows[i], steps[i], r.repetitions);
+    if (r.measure_layer) split_layer_step(rows[i]);
+    seen.step_spreads.push_back(spread(rows[i].attn_seconds_repetitions));
+    seen.bandwidth_drifts.push_back(spread(rows[i].read_bandwidth_repetitions));
+  }
+  const QuietVerdict verdict = judge_quiet(seen);
+  for (ReportRow& row : rows) {
+    row.unstable = verdict.unstable;
+    row.unstable_reason = verdict.reason;
   }
   return rows;
 }

@@ -30,7 +30,8 @@ struct ReportRequest {
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
   int threads = 1;
-  int steps = 10;
+  int steps = 10;       // timed decode steps per row, shared among the repetitions
+  int repetitions = 3;  // passes over all rows; each row is measured once per pass
   std::function<void(std::string_view)> progress;  // told before each measurement
   // Cold: each step reads K/V bytes in no cache level, as in a model (see cold_caches.hpp).
   // `layers` caches are allocated and a step reads all of them in order.
@@ -51,10 +52,15 @@ struct ReportRow {
   std::uint64_t cache_bytes_all_layers = 0;
   std::uint64_t bytes_read_per_step = 0;  // one layer's K, V and scales
   std::uint64_t flops_per_step = 0;       // 4 · heads · head_dim · tokens (QKᵀ and AV)
+  // Over every timed step of every repetition (one layer's share of each step).
   double attn_seconds_median = 0, attn_seconds_min = 0, attn_seconds_max = 0;
+  int repetitions = 1;
+  double attn_seconds_mean = 0, attn_seconds_stdev = 0;
+  std::vector<double> attn_seconds_repetitions;    // each repetition's median step
+  std::vector<double> read_bandwidth_repetitions;  // each repetition's read loop, GB/s
   double attn_tokens_per_s = 0;
   double attn_gbps = 0;
-  double read_bandwidth_gbps = 0;    // plain read loop, same bytes and threads
+  double read_bandwidth_gbps = 0;    // plain read loop, same bytes and threads (median)
   double fraction_of_bandwidth = 0;  // attn_gbps / read_bandwidth_gbps
   double fma_peak_gflops = 0;
   double compute_peak_gops = 0;            // measured peak of compute_unit, same run
@@ -82,6 +88,9 @@ struct ReportRow {
   double model_attn_seconds_median = 0;  // one step over all layers' caches
   double model_attn_tokens_per_s = 0;
   std::uint64_t bytes_read_per_model_step = 0;
+  // The run's verdict on the machine (machine_quiet.hpp), the same on every row.
+  bool unstable = false;
+  std::string unstable_reason;
 };
 
 // FLOPs of one decode step's attention: QKᵀ and AV each take 2 · head_dim per key per head.
@@ -98,7 +107,11 @@ double speed_of_light_seconds(std::uint64_t bytes, std::uint64_t flops, double g
 std::uint64_t report_peak_bytes(const ReportRequest& request);
 
 // Validates the request (refusing shapes that will not fit in memory before allocating
-// anything), then measures every row. Throws std::invalid_argument / std::length_error.
+// anything), then measures every row: `repetitions` passes over all rows, each pass timing
+// ⌈steps ÷ repetitions⌉ decode steps and the read loop of every row, so a slow drift of the
+// machine hits all rows alike (the full layer is timed once, in the first pass). Watches the
+// machine meanwhile and marks every row unstable when it was not quiet. Throws
+// std::invalid_argument / std::length_error.
 std::vector<ReportRow> run_report(const ReportRequest& request);
 
 }  // namespace kvscope

@@ -154,9 +154,9 @@ TEST(KvscopeCli, HelpForEverySubcommand) {
 TEST(KvscopeCli, BadInputGivesOneClearLine) {
   const std::pair<const char*, const char*> cases[] = {
       {"size --heads 32 --kv-heads 5", "multiple of --kv-heads (5)"},
-      {"size --tokens 0", "tokens must be at least 1, got 0"},
-      {"size --d-head -4", "head_dim must be at least 1, got -4"},
-      {"size --batch 0", "batch must be at least 1"},
+      {"size --tokens 0", "--tokens: must be at least 1, got 0"},
+      {"size --d-head -4", "--d-head: must be at least 1, got -4"},
+      {"size --batch 0", "--batch: must be at least 1, got 0"},
       {"size --kv-dtype q4", "unknown KV cache dtype 'q4'"},
       {"size --model gpt-9", "unknown model preset 'gpt-9'"},
       {"size --tokens 99999999999999 --layers 100000", "overflows 64 bits"},
@@ -166,15 +166,15 @@ TEST(KvscopeCli, BadInputGivesOneClearLine) {
       {"trace --query 1 --key 1,2 --value 1", "key 1 has 2 elements but the query has 1"},
       {"trace --key 1,1", "needs --query, --key and --value together"},
       {"trace --query 1,x --key 1,1 --value 1", "'x' is not a number"},
-      {"trace --d-head 0", "d_head must be at least 1, got 0"},
+      {"trace --d-head 0", "--d-head: must be at least 1, got 0"},
       {"decode --isa avx9", "unknown ISA 'avx9'"},
-      {"decode --threads 0 --tokens 10", "--threads must be at least 1, got 0"},
-      {"decode --steps 0 --tokens 10", "steps must be at least 1, got 0"},
+      {"decode --threads 0 --tokens 10", "--threads: must be at least 1, got 0"},
+      {"decode --steps 0 --tokens 10", "--steps: must be at least 1, got 0"},
       {"decode --heads 6 --kv-heads 4 --tokens 10", "multiple of n_kv_heads (4)"},
       {"decode --tokens 100000000000", "needs"},
       {"decode --tokens 10 --cache-state tepid", "cache state 'tepid': expected cold or warm"},
       {"decode --tokens 10 --cold-method hope", "cold method 'hope'"},
-      {"decode --tokens 10 --layers 0", "layers must be at least 1, got 0"},
+      {"decode --tokens 10 --layers 0", "--layers: must be at least 1, got 0"},
       {"report --cache-state hot", "cache state 'hot'"},
   };
   for (const auto& [args, message] : cases) {

@@ -133,7 +133,13 @@ TEST(ReportOutput, SvgIsWellFormedWithOneSeriesPerVariantAndCacheType) {
   for (std::size_t at = svg.find("<polyline"); at != std::string::npos;
        at = svg.find("<polyline", at + 1))
     ++polylines;
-  EXPECT_EQ(polylines, 4u);
+  EXPECT_EQ(polylines, 8u);  // each series and its thin speed-of-light line
+  std::size_t limits = 0;
+  for (std::size_t at = svg.find("<g class=\"limit\">"); at != std::string::npos;
+       at = svg.find("<g class=\"limit\">", at + 1))
+    ++limits;
+  EXPECT_EQ(limits, 4u);
+  EXPECT_NE(svg.find("thin: speed of light"), std::string::npos);
   EXPECT_NE(svg.find("context length"), std::string::npos);           // x label
   EXPECT_NE(svg.find("decode steps per second"), std::string::npos);  // y label
   EXPECT_NE(svg.find(">2k<"), std::string::npos);                     // a tick inside the range
@@ -150,23 +156,28 @@ TEST(SvgPlot, RejectsNothingToPlotAndNonPositivePoints) {
   expect_well_formed(svg);
 }
 
+// The paragraphs explain the largest context measured (8,192 tokens), not the first.
 TEST(ReportOutput, ExplanationNamesRecomputedAndReReadWork) {
   const std::string text = explain_report(fixed_rows());
-  EXPECT_NE(text.find("1×513 score row per query head"), std::string::npos) << text;
-  EXPECT_NE(text.find("512 K rows"), std::string::npos) << text;
+  EXPECT_NE(text.find("One decode step at 8,192 tokens"), std::string::npos) << text;
+  EXPECT_NE(text.find("1×8,193 score row per query head"), std::string::npos) << text;
+  EXPECT_NE(text.find("8,192 K rows"), std::string::npos) << text;
+  EXPECT_NE(text.find("Where the time goes (MHA f32): moving 268.4 MB"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("512 K rows"), std::string::npos) << text;
   EXPECT_NE(text.find("memory-bound"), std::string::npos) << text;
   EXPECT_NE(text.find("MQA f32 reads 32.0× fewer bytes"), std::string::npos) << text;
 }
 
 TEST(ReportOutput, ExplanationSaysWhetherTheModelsCacheFitsTheLastLevelCache) {
-  std::vector<ReportRow> rows = fixed_rows();  // MHA f32 at 512 tokens: 4 × 16.8 MB = 67 MB
+  std::vector<ReportRow> rows = fixed_rows();  // MHA f32 at 8,192 tokens: 4 × 268.4 MB
   std::string text = explain_cache_fit(rows);
   EXPECT_NE(text.find("does not fit in the 34 MB last-level cache"), std::string::npos) << text;
   EXPECT_NE(text.find("4 layers"), std::string::npos) << text;
   EXPECT_NE(text.find("cold figures are the truth"), std::string::npos) << text;
-  for (ReportRow& r : rows) r.llc_bytes = 512u << 20;
+  for (ReportRow& r : rows) r.llc_bytes = std::uint64_t{2} << 30;
   text = explain_cache_fit(rows);
-  EXPECT_NE(text.find("fits in the 537 MB last-level cache"), std::string::npos) << text;
+  EXPECT_NE(text.find("fits in the 2147 MB last-level cache"), std::string::npos) << text;
   EXPECT_NE(text.find("warm figures would be the truth"), std::string::npos) << text;
   EXPECT_NE(explain_report(rows).find("last-level cache"), std::string::npos);
   EXPECT_EQ(describe_cache_state(rows[0]).rfind("cold (40 caches cycled", 0), 0u);
