@@ -42,7 +42,7 @@ class LayerConfig {
   bool is_mqa() const { return n_kv_heads_ == 1 && n_heads_ > 1; }
 
   // Bytes of this layer's KV cache at full capacity (K, V and int8 scales).
-  std::uint64_t kv_cache_bytes(KvDtype dtype) const;
+  std::uint64_t kv_cache_bytes(KvTypes types) const;
   // Bytes of the layer's f32 weights (projections, MLP, two norms).
   std::uint64_t weight_bytes() const;
 

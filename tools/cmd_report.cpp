@@ -93,7 +93,7 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
                                         : parse_int_list(f.kv_heads, "--kv-heads");
   request.kv_dtypes.clear();
   for (const std::string& name : split_list(f.kv_dtypes))
-    request.kv_dtypes.push_back(parse_kv_dtype(name));
+    request.kv_dtypes.push_back(parse_kv_types(name));
   request.hidden_size = f.shape.heads * f.shape.d_head;
   request.ffn_size = llama_ffn_size(request.hidden_size);
   const bool from_model = f.shape.hidden_size > 0;  // --model or --config
@@ -193,7 +193,8 @@ void add_report_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--kv-heads", flags->kv_heads,
                   "kv head counts, comma list (default: MHA, GQA-8, MQA)");
-  cmd->add_option("--kv-dtypes", flags->kv_dtypes, "cache types, comma list")
+  cmd->add_option("--kv-dtypes", flags->kv_dtypes,
+                  "cache types, comma list; K:V for different key and value types (int8:f16)")
       ->capture_default_str();
   cmd->add_option("--steps", flags->steps, "timed decode steps per row")->capture_default_str();
   cmd->add_flag("--no-layer", flags->no_layer, "skip the full decoder-layer measurement");

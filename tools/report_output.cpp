@@ -19,6 +19,8 @@ const std::vector<std::string> kColumns = {"variant",
                                            "tokens",
                                            "layers",
                                            "kv_dtype",
+                                           "k_dtype",
+                                           "v_dtype",
                                            "isa",
                                            "compute",
                                            "compute_unit",
@@ -57,6 +59,8 @@ nlohmann::json row_json(const ReportRow& r) {
           {"tokens", r.tokens},
           {"layers", r.layers},
           {"kv_dtype", to_string(r.kv_dtype)},
+          {"k_dtype", to_string(r.kv_dtype.k)},
+          {"v_dtype", to_string(r.kv_dtype.v)},
           {"isa", to_string(r.isa)},
           {"compute", to_string(r.compute)},
           {"compute_unit", to_string(r.compute_unit)},
@@ -95,7 +99,7 @@ std::string mb(std::uint64_t bytes) {
 }
 
 const ReportRow* find_row(const std::vector<ReportRow>& rows, std::int64_t tokens,
-                          std::int64_t kv_heads, KvDtype dtype) {
+                          std::int64_t kv_heads, KvTypes dtype) {
   for (const ReportRow& r : rows) {
     if (r.tokens == tokens && r.n_kv_heads == kv_heads && r.kv_dtype == dtype) return &r;
   }
@@ -129,7 +133,7 @@ std::string report_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[400];
   std::snprintf(line, sizeof line,
-                "%-7s %4s %-5s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n",
+                "%-7s %4s %-8s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n",
                 "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step",
                 "step median (min-max)", "tokens/s", "GB/s", "read GB/s", "of bw", "light",
                 "of SoL", "layer t/s");
@@ -142,13 +146,12 @@ std::string report_table(const std::vector<ReportRow>& rows) {
     if (r.layer_tokens_per_s > 0) std::snprintf(layer, sizeof layer, "%.1f", r.layer_tokens_per_s);
     std::snprintf(
         line, sizeof line,
-        "%-7s %4lld %-5s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
+        "%-7s %4lld %-8s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
         "%10s\n",
-        r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
-        std::string(to_string(r.kv_dtype)).c_str(), std::string(to_string(r.compute_unit)).c_str(),
-        static_cast<long long>(r.tokens), mb(r.cache_bytes).c_str(),
-        mb(r.bytes_read_per_step).c_str(), range.c_str(), r.attn_tokens_per_s, r.attn_gbps,
-        r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
+        r.variant.c_str(), static_cast<long long>(r.n_kv_heads), to_string(r.kv_dtype).c_str(),
+        std::string(to_string(r.compute_unit)).c_str(), static_cast<long long>(r.tokens),
+        mb(r.cache_bytes).c_str(), mb(r.bytes_read_per_step).c_str(), range.c_str(),
+        r.attn_tokens_per_s, r.attn_gbps, r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
         format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light,
         layer);
     out += line;

@@ -12,7 +12,7 @@
 
 namespace kvscope {
 
-LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvDtype kv_dtype,
+LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvTypes kv_dtype,
                               Isa isa, int threads, int steps, ComputeMode compute) {
   if (steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(steps));

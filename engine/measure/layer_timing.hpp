@@ -18,7 +18,7 @@ struct LayerTiming {
 // Builds a layer with seeded random weights, fills its cache with `context` random rows,
 // then times `steps` decode steps (after one warm-up) of the token at position `context`.
 // config.capacity() must exceed `context` + steps.
-LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvDtype kv_dtype,
+LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvTypes kv_dtype,
                               Isa isa, int threads, int steps,
                               ComputeMode compute = ComputeMode::exact);
 

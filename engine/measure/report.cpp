@@ -37,7 +37,7 @@ std::uint64_t report_llc_bytes(const ReportRequest& r, std::string* source) {
   return llc.bytes;
 }
 
-CachePlan report_plan(const ReportRequest& r, const LayerConfig& config, KvDtype dtype,
+CachePlan report_plan(const ReportRequest& r, const LayerConfig& config, KvTypes dtype,
                       std::uint64_t llc) {
   if (r.layers < 1)
     throw std::invalid_argument("layers must be at least 1, got " + std::to_string(r.layers));
@@ -77,7 +77,7 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
       const LayerConfig config = layer_config(r, kv_heads, tokens);
       (void)kv_footprint(
           {.n_kv_heads = kv_heads, .head_dim = r.head_dim, .tokens = tokens, .layers = r.layers});
-      for (KvDtype dtype : r.kv_dtypes) {
+      for (KvTypes dtype : r.kv_dtypes) {
         const std::uint64_t cache = config.kv_cache_bytes(dtype);
         std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
         const CachePlan plan = report_plan(r, config, dtype, llc);
@@ -112,7 +112,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   const std::size_t total = r.tokens.size() * r.kv_heads.size() * r.kv_dtypes.size();
   for (std::int64_t tokens : r.tokens) {
     for (std::int64_t kv_heads : r.kv_heads) {
-      for (KvDtype dtype : r.kv_dtypes) {
+      for (KvTypes dtype : r.kv_dtypes) {
         ReportRow row;
         row.variant = attention_variant(r.n_heads, kv_heads);
         if (r.progress) {

@@ -19,7 +19,7 @@ struct ReportRequest {
   std::int64_t head_dim = 128;
   std::vector<std::int64_t> tokens{2000};        // one row set per context length
   std::vector<std::int64_t> kv_heads{32, 8, 1};  // MHA, GQA-8, MQA
-  std::vector<KvDtype> kv_dtypes{KvDtype::f32, KvDtype::bf16, KvDtype::int8};
+  std::vector<KvTypes> kv_dtypes{KvDtype::f32, KvDtype::bf16, KvDtype::int8};  // K:V pairs
   std::int64_t layers = 1;
   std::int64_t hidden_size = 4096;  // for the full-layer measurement
   std::int64_t ffn_size = 11008;
@@ -39,7 +39,7 @@ struct ReportRequest {
 struct ReportRow {
   std::string variant;
   std::int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, tokens = 0, layers = 1;
-  KvDtype kv_dtype = KvDtype::f32;
+  KvTypes kv_dtype = KvDtype::f32;  // keys and values
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
   ComputeUnit compute_unit = ComputeUnit::fp32_fma;  // the unit the decode kernel ran on
