@@ -27,6 +27,7 @@ struct ReportFlags {
   std::string tokens = "2000";
   std::string kv_heads;
   std::string kv_dtypes = "f32,bf16,int8";
+  std::string data = "realistic";
   int steps = 10;
   bool no_layer = false;
   bool json = false;
@@ -112,6 +113,7 @@ void run_report_command(const ReportFlags& f, const CLI::App& cmd) {
   request.threads = f.compute.resolved_threads();
   request.steps = f.steps;
   request.cache_state = f.cache.state;
+  request.data = parse_kv_data(f.data);
   request.cold_method = f.cache.method;
   if (!f.svg.empty() && request.tokens.size() < 2) {
     std::fprintf(stderr,
@@ -197,6 +199,10 @@ void add_report_command(CLI::App& app) {
                   "cache types, comma list; K:V for different key and value types (int8:f16)")
       ->capture_default_str();
   cmd->add_option("--steps", flags->steps, "timed decode steps per row")->capture_default_str();
+  cmd->add_option("--data", flags->data,
+                  "K/V data of the accuracy columns: realistic (K outlier channels and offsets) "
+                  "or uniform")
+      ->capture_default_str();
   cmd->add_flag("--no-layer", flags->no_layer, "skip the full decoder-layer measurement");
   auto* json = cmd->add_flag("--json", flags->json, "print an array of row objects");
   cmd->add_flag("--csv", flags->csv, "print CSV")->excludes(json);

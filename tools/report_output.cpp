@@ -49,7 +49,9 @@ const std::vector<std::string> kColumns = {"variant",
                                            "llc_bytes",
                                            "model_attn_seconds_median",
                                            "model_attn_tokens_per_s",
-                                           "bytes_read_per_model_step"};
+                                           "bytes_read_per_model_step",
+                                           "attn_rel_error",
+                                           "attn_weight_kl"};
 
 nlohmann::json row_json(const ReportRow& r) {
   return {{"variant", r.variant},
@@ -89,7 +91,9 @@ nlohmann::json row_json(const ReportRow& r) {
           {"llc_bytes", r.llc_bytes},
           {"model_attn_seconds_median", r.model_attn_seconds_median},
           {"model_attn_tokens_per_s", r.model_attn_tokens_per_s},
-          {"bytes_read_per_model_step", r.bytes_read_per_model_step}};
+          {"bytes_read_per_model_step", r.bytes_read_per_model_step},
+          {"attn_rel_error", r.attn_rel_error},
+          {"attn_weight_kl", r.attn_weight_kl}};
 }
 
 std::string mb(std::uint64_t bytes) {
@@ -133,10 +137,10 @@ std::string report_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[400];
   std::snprintf(line, sizeof line,
-                "%-7s %4s %-8s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s\n",
+                "%-7s %4s %-8s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %9s %9s\n",
                 "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step",
                 "step median (min-max)", "tokens/s", "GB/s", "read GB/s", "of bw", "light",
-                "of SoL", "layer t/s");
+                "of SoL", "layer t/s", "rel err", "KL");
   out += line;
   for (const ReportRow& r : rows) {
     const std::string range = format_seconds(r.attn_seconds_median) + " (" +
@@ -147,13 +151,13 @@ std::string report_table(const std::vector<ReportRow>& rows) {
     std::snprintf(
         line, sizeof line,
         "%-7s %4lld %-8s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
-        "%10s\n",
+        "%10s %9.2e %9.2e\n",
         r.variant.c_str(), static_cast<long long>(r.n_kv_heads), to_string(r.kv_dtype).c_str(),
         std::string(to_string(r.compute_unit)).c_str(), static_cast<long long>(r.tokens),
         mb(r.cache_bytes).c_str(), mb(r.bytes_read_per_step).c_str(), range.c_str(),
         r.attn_tokens_per_s, r.attn_gbps, r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
-        format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light,
-        layer);
+        format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light, layer,
+        r.attn_rel_error, r.attn_weight_kl);
     out += line;
   }
   return out;

@@ -8,6 +8,7 @@
 #include "engine/checked_math.hpp"
 #include "engine/kv_footprint.hpp"
 #include "engine/layer_config.hpp"
+#include "engine/measure/attn_accuracy.hpp"
 #include "engine/measure/cache_info.hpp"
 #include "engine/measure/decode_timing.hpp"
 #include "engine/measure/layer_timing.hpp"
@@ -183,6 +184,18 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                     static_cast<double>(row.flops_per_step) / (row.compute_peak_gops * 1e9)
                 ? "memory"
                 : "compute";
+        if (r.progress) r.progress("accuracy of " + to_string(dtype) + " against f32");
+        const AttnAccuracy accuracy = measure_attn_accuracy({.n_heads = r.n_heads,
+                                                             .n_kv_heads = kv_heads,
+                                                             .head_dim = r.head_dim,
+                                                             .tokens = tokens,
+                                                             .types = dtype,
+                                                             .data = r.data,
+                                                             .isa = r.isa,
+                                                             .compute = r.compute,
+                                                             .threads = r.threads});
+        row.attn_rel_error = accuracy.rel_error;
+        row.attn_weight_kl = accuracy.weight_kl;
         if (r.measure_layer) {
           const LayerTiming layer =
               time_layer_decode(layer_config(r, kv_heads, tokens), tokens, dtype, r.isa, r.threads,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/measure/cold_caches.hpp"
+#include "engine/measure/kv_data.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/units/compute_unit.hpp"
@@ -34,6 +35,7 @@ struct ReportRequest {
   CacheState cache_state = CacheState::cold;
   ColdMethod cold_method = ColdMethod::automatic;
   std::uint64_t llc_bytes = 0;  // 0: detect_llc()
+  KvData data = KvData::realistic;  // the K/V data of the accuracy columns (kv_data.hpp)
 };
 
 struct ReportRow {
@@ -58,6 +60,9 @@ struct ReportRow {
   double speed_of_light_seconds = 0;       // max(bytes ÷ bandwidth, FLOPs ÷ unit peak)
   double fraction_of_speed_of_light = 0;   // speed of light ÷ measured median
   std::string bound;                       // "memory" or "compute"
+  // Accuracy of the same step against an f32 cache over the same data (attn_accuracy.hpp):
+  double attn_rel_error = 0;               // max |O − O_f32| / max |O_f32|; 0 for f32
+  double attn_weight_kl = 0;               // mean KL(p_f32 ‖ p) of the attention weights, nats
   double layer_tokens_per_s = 0;           // 0 when not measured
   std::uint64_t layer_bytes_per_step = 0;  // f32 weights + cache
   // How the cache was read: attn_* above are one layer's share of a step over all layers.

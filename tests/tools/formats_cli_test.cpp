@@ -1,5 +1,5 @@
 // Cache formats at the command line: int4 sizes, separate K and V types (--k-dtype, --v-dtype,
-// K:V pairs in report).
+// K:V pairs in report), and the accuracy columns of report.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -50,7 +50,7 @@ TEST(KvscopeFormats, DecodeWithMixedTypesReportsTheUnitItRan) {
   EXPECT_EQ(j["compute_unit"], "fp32-fma");
 }
 
-TEST(KvscopeFormats, ReportTakesPairs) {
+TEST(KvscopeFormats, ReportTakesPairsAndPrintsAccuracy) {
   const nlohmann::json j = json_of(
       "report --json --heads 4 --d-head 64 --tokens 256 --kv-heads 4 --kv-dtypes "
       "f32,int8,int8:f16,int4 --steps 2 --no-layer --threads 1 --cache-state warm");
@@ -58,7 +58,23 @@ TEST(KvscopeFormats, ReportTakesPairs) {
   EXPECT_EQ(j[2]["kv_dtype"], "int8:f16");
   EXPECT_EQ(j[2]["k_dtype"], "int8");
   EXPECT_EQ(j[2]["v_dtype"], "f16");
-  EXPECT_EQ(j[3]["kv_dtype"], "int4");
+  EXPECT_EQ(j[0]["attn_rel_error"], 0.0);
+  EXPECT_EQ(j[0]["attn_weight_kl"], 0.0);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_GT(j[i]["attn_rel_error"].get<double>(), 0.0) << j[i]["kv_dtype"];
+    EXPECT_GT(j[i]["attn_weight_kl"].get<double>(), 0.0) << j[i]["kv_dtype"];
+  }
+  // int4 is coarser than int8; f16 values are finer than int8 values.
+  EXPECT_GT(j[3]["attn_rel_error"].get<double>(), j[1]["attn_rel_error"].get<double>());
+  EXPECT_LT(j[2]["attn_rel_error"].get<double>(), j[1]["attn_rel_error"].get<double>());
+  const CommandResult text = kvscope(
+      "report --heads 4 --d-head 64 --tokens 256 --kv-heads 4 --kv-dtypes int4 --steps 2 "
+      "--no-layer --threads 1 --cache-state warm --data uniform");
+  EXPECT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.out.find("rel err"), std::string::npos) << text.out;
+  const CommandResult bad = kvscope("report --data gaussian --tokens 32 --no-layer");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("unknown --data 'gaussian'"), std::string::npos) << bad.out;
 }
 
 }  // namespace
