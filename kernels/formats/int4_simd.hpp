@@ -53,32 +53,34 @@ inline float int4_group_scale(const std::byte* block) {
   return std::bit_cast<float>(bits) * 0x1p112f;
 }
 
-// Elements [e, e + W) of an int4 row, e a multiple of W (W divides 16, so the W elements
-// sit in one nibble half of one group): (nibble − 8) · scale, rounded once as the scalar
-// reference rounds it.
-template <class A>
-inline fbatch<A> load_int4(const std::byte* row, std::size_t e) {
-  using B = fbatch<A>;
-  const std::byte* block = row + e / kInt4Group * kInt4GroupBytes;
-  const float scale = int4_group_scale<A>(block);
-  const ibatch<A> bytes = load_u8_as_i32(block + 2 + e % 16, A{});
-  const ibatch<A> nibbles = e % kInt4Group >= 16 ? (bytes >> 4) : (bytes & ibatch<A>(0x0f));
-  return xsimd::fma(xsimd::to_float(nibbles), B(scale), B(-8.0f * scale));
-}
-
 // Widens rows [0, n) of an int4 cache block (row r at src + r · row bytes) into an f32 tile
-// with rows of nv·W lanes. Lanes past head_dim read the zero nibbles of the last group's
-// padding (nv·W ≤ 32 · groups), so no partial load is needed. next: rows to prefetch.
+// with rows of nv·W lanes: element = (nibble − 8) · scale, rounded once as the scalar
+// reference rounds it. One group (one scale) at a time; W divides 16, so each W lanes sit in
+// one nibble half of one group. Lanes past head_dim read the zero nibbles of the last
+// group's padding (nv·W ≤ 32 · groups), so no partial load is needed. next: rows to prefetch.
 template <class A>
 void widen_rows_int4(const std::byte* src, std::size_t d, std::size_t n, std::size_t nv,
                      float* tile, const std::byte* next, std::size_t n_next) {
-  constexpr std::size_t W = fbatch<A>::size;
+  using B = fbatch<A>;
+  constexpr std::size_t W = B::size;
   const std::size_t row_bytes = kv_row_bytes(KvDtype::int4, d);
+  const std::size_t lanes = nv * W;
   for (std::size_t r = 0; r < n; ++r) {
     const std::byte* row = src + r * row_bytes;
-    float* out = tile + r * nv * W;
+    float* out = tile + r * lanes;
     if (r < n_next) prefetch_row(next + r * row_bytes, row_bytes);
-    for (std::size_t c = 0; c < nv; ++c) load_int4<A>(row, c * W).store_aligned(out + c * W);
+    for (std::size_t e0 = 0; e0 < lanes; e0 += kInt4Group) {
+      const std::byte* block = row + e0 / kInt4Group * kInt4GroupBytes;
+      const float scale = int4_group_scale<A>(block);
+      const B s(scale), bias(-8.0f * scale);
+      const std::size_t end = lanes - e0 < kInt4Group ? lanes - e0 : kInt4Group;
+#pragma GCC unroll 8
+      for (std::size_t j = 0; j < end; j += W) {
+        const ibatch<A> bytes = load_u8_as_i32(block + 2 + j % 16, A{});
+        const ibatch<A> nibbles = j >= 16 ? (bytes >> 4) : (bytes & ibatch<A>(0x0f));
+        xsimd::fma(xsimd::to_float(nibbles), s, bias).store_aligned(out + e0 + j);
+      }
+    }
   }
 }
 
