@@ -21,7 +21,7 @@ namespace kvscope {
 class DecoderLayer {
  public:
   struct Options {
-    KvDtype kv_dtype = KvDtype::f32;
+    KvTypes kv_dtype = KvDtype::f32;  // keys and values
     Isa isa = Isa::scalar;
     int threads = 1;
     ComputeMode compute = ComputeMode::exact;  // attention on the CPU's dot units if fast

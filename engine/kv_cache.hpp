@@ -11,17 +11,18 @@ namespace kvscope {
 class LayerConfig;
 
 // For every kv head, one K block [capacity × head_dim] and one V block, rows in position
-// order, elements of `dtype` (int8 rows carry one f32 scale each). See KvView for the layout.
+// order; keys of types.k, values of types.v (a single KvDtype sets both). int8 rows carry one
+// f32 scale each, int4 rows their group scales. See KvView for the layout.
 class KvCache {
  public:
-  KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity, KvDtype dtype);
-  KvCache(const LayerConfig& config, KvDtype dtype);
+  KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity, KvTypes types);
+  KvCache(const LayerConfig& config, KvTypes types);
 
   std::size_t size() const { return size_; }  // tokens stored
   std::size_t capacity() const { return capacity_; }
   std::size_t n_kv_heads() const { return n_kv_heads_; }
   std::size_t head_dim() const { return head_dim_; }
-  KvDtype dtype() const { return dtype_; }
+  KvTypes types() const { return types_; }
   std::size_t bytes() const;  // allocated bytes, K + V + scales
 
   // Appends n tokens; k and v are [n × n_kv_heads × head_dim] f32, encoded to dtype().
@@ -46,8 +47,8 @@ class KvCache {
 
  private:
   std::size_t n_kv_heads_, head_dim_, capacity_;
-  KvDtype dtype_;
-  std::size_t head_stride_bytes_;
+  KvTypes types_;
+  std::size_t k_head_stride_bytes_, v_head_stride_bytes_;
   AlignedBuffer k_, v_, k_scale_, v_scale_;
   std::size_t size_ = 0;
   std::size_t written_ = 0;  // tokens ever appended: the ring's next row is written_ % capacity_

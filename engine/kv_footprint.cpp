@@ -32,13 +32,23 @@ KvFootprint kv_footprint(const KvShape& s) {
   const std::uint64_t batch = positive(s.batch, "batch");
 
   KvFootprint f;
-  const std::uint64_t elements = checked_mul(kv_heads, head_dim, "KV row size");
-  f.k_bytes_per_token_layer = checked_mul(elements, kv_element_bytes(s.dtype), "KV row bytes");
-  f.v_bytes_per_token_layer = f.k_bytes_per_token_layer;
-  f.scale_bytes_per_token_layer = kv_has_scales(s.dtype) ? 2 * kv_heads * sizeof(float) : 0;
-  f.bytes_per_token_layer =
-      checked_add(checked_mul(f.k_bytes_per_token_layer, 2, "KV bytes per token"),
-                  f.scale_bytes_per_token_layer, "KV bytes per token");
+  // One row's element bytes (without its scales) and scale bytes, times the kv heads.
+  const auto data_bytes = [&](KvDtype t) {
+    // int4 rows hold their scales inline: the rest are the nibbles.
+    const std::uint64_t row = t == KvDtype::int4
+                                  ? kv_row_bytes(t, head_dim) - kv_row_scale_bytes(t, head_dim)
+                                  : checked_mul(head_dim, kv_element_bytes(t), "KV row bytes");
+    return checked_mul(kv_heads, row, "KV row bytes");
+  };
+  const auto scale_bytes = [&](KvDtype t) {
+    return checked_mul(kv_heads, kv_row_scale_bytes(t, head_dim), "KV scale bytes");
+  };
+  f.k_bytes_per_token_layer = data_bytes(s.dtype.k);
+  f.v_bytes_per_token_layer = data_bytes(s.dtype.v);
+  f.scale_bytes_per_token_layer = scale_bytes(s.dtype.k) + scale_bytes(s.dtype.v);
+  f.bytes_per_token_layer = checked_add(
+      checked_add(f.k_bytes_per_token_layer, f.v_bytes_per_token_layer, "KV bytes per token"),
+      f.scale_bytes_per_token_layer, "KV bytes per token");
   f.bytes_per_token = checked_mul(f.bytes_per_token_layer, layers, "KV bytes per token");
 
   const std::uint64_t sequences = checked_mul(tokens, batch, "tokens × batch");

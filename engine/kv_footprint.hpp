@@ -13,14 +13,16 @@ struct KvShape {
   std::int64_t tokens = 2000;
   std::int64_t layers = 1;
   std::int64_t batch = 1;
-  KvDtype dtype = KvDtype::f32;
+  KvTypes dtype = KvDtype::f32;  // keys and values (one KvDtype sets both)
 };
 
 // Byte counts of a cache; totals are over all layers and sequences of the batch.
 struct KvFootprint {
-  std::uint64_t k_bytes_per_token_layer = 0;  // n_kv_heads × head_dim × element bytes
+  std::uint64_t k_bytes_per_token_layer = 0;  // n_kv_heads × head_dim × element bytes (int4:
+                                              // the nibbles, 16 bytes per group of 32)
   std::uint64_t v_bytes_per_token_layer = 0;
-  std::uint64_t scale_bytes_per_token_layer = 0;  // int8: 2 × n_kv_heads × 4 (K and V scales)
+  std::uint64_t scale_bytes_per_token_layer = 0;  // K's and V's scales: int8 n_kv_heads × 4,
+                                                  // int4 n_kv_heads × groups × 2 (f16)
   std::uint64_t bytes_per_token_layer = 0;        // K + V + scales for one token in one layer
   std::uint64_t bytes_per_token = 0;              // over all layers
   std::uint64_t bytes_per_layer = 0;              // tokens × batch, one layer

@@ -56,7 +56,7 @@ LayerConfig::LayerConfig(const LayerShape& s)
   (void)weight_bytes();
 }
 
-std::uint64_t LayerConfig::kv_cache_bytes(KvDtype dtype) const {
+std::uint64_t LayerConfig::kv_cache_bytes(KvTypes dtype) const {
   return kv_footprint({.n_kv_heads = static_cast<std::int64_t>(n_kv_heads_),
                        .head_dim = static_cast<std::int64_t>(head_dim_),
                        .tokens = static_cast<std::int64_t>(cache_rows()),

@@ -64,7 +64,7 @@ class LayerConfig {
   bool is_mqa() const { return n_kv_heads_ == 1 && n_heads_ > 1; }
 
   // Bytes of this layer's KV cache at full capacity (cache_rows(); K, V and int8 scales).
-  std::uint64_t kv_cache_bytes(KvDtype dtype) const;
+  std::uint64_t kv_cache_bytes(KvTypes types) const;
   // Bytes of the layer's weights: projections and MLP in `dtype`; norms and biases in f32.
   std::uint64_t weight_bytes(WeightDtype dtype = WeightDtype::f32) const;
 

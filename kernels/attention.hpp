@@ -22,8 +22,9 @@ struct AttentionProblem {
 };
 
 // Computes out = softmax(q kᵀ / sqrt(d) + causal mask) v for every query and head on the
-// given ISA with up to `threads` OpenMP threads. mode fast runs int8 and bf16 caches on the
-// CPU's dot-product units where attention_compute_unit() picks one (compute_unit.hpp).
+// given ISA with up to `threads` OpenMP threads. mode fast runs int8 and bf16 caches (keys and
+// values of the same type) on the CPU's dot-product units where attention_compute_unit()
+// picks one (compute_unit.hpp); other caches run exact.
 void attend(const AttentionProblem& problem, Isa isa, int threads,
             ComputeMode mode = ComputeMode::exact);
 

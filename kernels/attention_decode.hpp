@@ -139,8 +139,11 @@ void load_scaled_query(const float* q, std::size_t d, std::size_t dp, float scal
 
 // Decode: p.n_queries == 1 at position p.first_pos; keys [0, first_pos] of every kv head.
 // out, q: [n_heads × head_dim]. Threads over (kv head, chunk) items, then over heads to merge.
-template <class A, KvDtype D, ComputeUnit U>
-void attend_decode(const AttentionProblem& p, int threads) {
+// make_runner(head_dim, max_queries) makes one thread's KeyRunner (it reads the cache);
+// direct is passed on to it.
+template <class A, class MakeRunner>
+void decode_with(const AttentionProblem& p, int threads, bool direct,
+                 const MakeRunner& make_runner) {
   constexpr std::size_t W = fbatch<A>::size;
   const KvView& kv = p.kv;
   const std::size_t d = kv.head_dim;
@@ -149,12 +152,6 @@ void attend_decode(const AttentionProblem& p, int threads) {
   const std::size_t g = p.n_heads / kv.n_kv_heads;
   const std::size_t n_keys = p.first_pos + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  // Read the cache in place (widening in registers) when each element is widened about once
-  // anyway: f32 (nothing to widen), or one score micro-tile of queries (g ≤ QM). Otherwise
-  // widen each block once into f32 tiles shared by the g query heads.
-  // (The dot units keep their own tiles.)
-  const bool direct =
-      U != ComputeUnit::fp32_fma || (d % W == 0 && (D == KvDtype::f32 || g <= MultiTile<A>::QM));
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads, threads);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads * chunks;
@@ -166,7 +163,7 @@ void attend_decode(const AttentionProblem& p, int threads) {
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(g, dp, !direct);
-    KeyRunner<A, D, U> runner(d, g);
+    auto runner = make_runner(d, g);
     QueryState* st = ws.states.get();
 #pragma omp for schedule(dynamic)
     for (long item = 0; item < static_cast<long>(n_items); ++item) {
@@ -216,6 +213,23 @@ void attend_decode(const AttentionProblem& p, int threads) {
       }
     }
   }
+}
+
+// Decode on compute unit U with a cache whose keys and values are both of type D.
+template <class A, KvDtype D, ComputeUnit U>
+void attend_decode(const AttentionProblem& p, int threads) {
+  constexpr std::size_t W = fbatch<A>::size;
+  const std::size_t d = p.kv.head_dim;
+  const std::size_t g = p.n_heads / p.kv.n_kv_heads;
+  // Read the cache in place (widening in registers) when each element is widened about once
+  // anyway: f32 (nothing to widen), or one score micro-tile of queries (g ≤ QM). Otherwise
+  // widen each block once into f32 tiles shared by the g query heads.
+  // (The dot units keep their own tiles.)
+  const bool direct =
+      U != ComputeUnit::fp32_fma || (d % W == 0 && (D == KvDtype::f32 || g <= MultiTile<A>::QM));
+  decode_with<A>(p, threads, direct, [](std::size_t head_dim, std::size_t max_queries) {
+    return KeyRunner<A, D, U>(head_dim, max_queries);
+  });
 }
 
 }  // namespace kvscope::simd

@@ -45,12 +45,43 @@ KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, avx2_fma)
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, xsimd::sse2)
 KVSCOPE_DOT_UNIT_KERNELS(extern)
 
+// Any K type with any V type, and int4 (kernels/formats/tiled_keys.hpp): one instantiation
+// per ISA; the K and V readers are chosen once per call.
+template <class A>
+void attend_decode_tiled(const AttentionProblem& p, int threads);
+template <class A>
+void attend_prefill_tiled(const AttentionProblem& p, int threads);
+#define KVSCOPE_TILED_KERNELS(PREFIX, ARCH)                                     \
+  PREFIX template void attend_decode_tiled<ARCH>(const AttentionProblem&, int); \
+  PREFIX template void attend_prefill_tiled<ARCH>(const AttentionProblem&, int);
+KVSCOPE_TILED_KERNELS(extern, xsimd::avx512bw)
+KVSCOPE_TILED_KERNELS(extern, avx2_fma)
+KVSCOPE_TILED_KERNELS(extern, xsimd::sse2)
+// The AVX2 f16 block widener needs F16C: compiled in kernels/arch/avx2_f16c.cpp only.
+template <class A, KvDtype D>
+void widen_block(const std::byte* src, std::size_t d, std::size_t n, std::size_t nv, float* tile,
+                 const std::byte* next, std::size_t n_next);
+#define KVSCOPE_AVX2_F16_WIDEN_BLOCK(PREFIX)                                                 \
+  PREFIX template void widen_block<avx2_fma, KvDtype::f16>(const std::byte*, std::size_t,    \
+                                                           std::size_t, std::size_t, float*, \
+                                                           const std::byte*, std::size_t);
+KVSCOPE_AVX2_F16_WIDEN_BLOCK(extern)
+
 // One attention call on architecture A: picks the kernel for the cache type and the number of
 // queries once. A = fma3<avx2> with an f16 cache on a CPU without F16C runs the SSE2 kernel.
+// Keys and values of different types, or int4, run the tiled kernels.
 template <class A>
 void attend_arch(const AttentionProblem& p, int threads) {
   if (p.n_queries == 0) return;
   if (threads < 1) threads = 1;
+  if (p.kv.k_dtype != p.kv.v_dtype || p.kv.k_dtype == KvDtype::int4) {
+    if constexpr (std::is_same_v<A, avx2_fma>) {
+      const bool f16 = p.kv.k_dtype == KvDtype::f16 || p.kv.v_dtype == KvDtype::f16;
+      if (f16 && !__builtin_cpu_supports("f16c")) return attend_arch<xsimd::sse2>(p, threads);
+    }
+    return p.n_queries == 1 ? attend_decode_tiled<A>(p, threads)
+                            : attend_prefill_tiled<A>(p, threads);
+  }
   const auto run = [&]<KvDtype D>() {
     if (p.n_queries == 1) {
       attend_decode<A, D, ComputeUnit::fp32_fma>(p, threads);
@@ -58,7 +89,7 @@ void attend_arch(const AttentionProblem& p, int threads) {
       attend_prefill<A, D, ComputeUnit::fp32_fma>(p, threads);
     }
   };
-  switch (p.kv.dtype) {
+  switch (p.kv.k_dtype) {
     case KvDtype::f32:
       return run.template operator()<KvDtype::f32>();
     case KvDtype::f16:
@@ -71,6 +102,8 @@ void attend_arch(const AttentionProblem& p, int threads) {
       return run.template operator()<KvDtype::bf16>();
     case KvDtype::int8:
       return run.template operator()<KvDtype::int8>();
+    case KvDtype::int4:
+      return;  // tiled above
   }
 }
 

@@ -23,9 +23,10 @@ namespace kvscope::simd {
 inline constexpr std::size_t kQueryTile = 64;
 
 // Prefill: query row i at position p.first_pos + i reads keys [0, first_pos + i].
-// q, out: [n_queries × n_heads × head_dim].
-template <class A, KvDtype D, ComputeUnit U>
-void attend_prefill(const AttentionProblem& p, int threads) {
+// q, out: [n_queries × n_heads × head_dim]. make_runner and direct: as decode_with's.
+template <class A, class MakeRunner>
+void prefill_with(const AttentionProblem& p, int threads, bool direct,
+                  const MakeRunner& make_runner) {
   constexpr std::size_t W = fbatch<A>::size;
   const KvView& kv = p.kv;
   const std::size_t d = kv.head_dim;
@@ -33,8 +34,6 @@ void attend_prefill(const AttentionProblem& p, int threads) {
   const std::size_t dp = nv * W;
   const std::size_t g = p.n_heads / kv.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  // Many query vectors share each key block: widen non-f32 blocks once into f32 tiles.
-  const bool direct = U != ComputeUnit::fp32_fma || (D == KvDtype::f32 && d % W == 0);
   const std::size_t rows_per_task = g >= kQueryTile ? 1 : kQueryTile / g;
   const std::size_t q_blocks = (p.n_queries + rows_per_task - 1) / rows_per_task;
   const std::size_t n_tasks = kv.n_kv_heads * q_blocks;
@@ -42,7 +41,7 @@ void attend_prefill(const AttentionProblem& p, int threads) {
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(rows_per_task * g, dp, !direct);
-    KeyRunner<A, D, U> runner(d, rows_per_task * g);
+    auto runner = make_runner(d, rows_per_task * g);
     QueryState* st = ws.states.get();
 #pragma omp for schedule(dynamic)
     for (long task = 0; task < static_cast<long>(n_tasks); ++task) {
@@ -71,6 +70,17 @@ void attend_prefill(const AttentionProblem& p, int threads) {
       }
     }
   }
+}
+
+// Prefill on compute unit U with a cache whose keys and values are both of type D.
+template <class A, KvDtype D, ComputeUnit U>
+void attend_prefill(const AttentionProblem& p, int threads) {
+  constexpr std::size_t W = fbatch<A>::size;
+  // Many query vectors share each key block: widen non-f32 blocks once into f32 tiles.
+  const bool direct = U != ComputeUnit::fp32_fma || (D == KvDtype::f32 && p.kv.head_dim % W == 0);
+  prefill_with<A>(p, threads, direct, [](std::size_t head_dim, std::size_t max_queries) {
+    return KeyRunner<A, D, U>(head_dim, max_queries);
+  });
 }
 
 }  // namespace kvscope::simd

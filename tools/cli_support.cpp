@@ -96,10 +96,19 @@ int ComputeFlags::resolved_threads() const {
   return threads;
 }
 
-void add_kv_dtype_flag(CLI::App& app, KvDtype& dtype) {
+void add_kv_dtype_flag(CLI::App& app, KvTypes& types) {
+  // CLI11 runs the callbacks in the order the options are added: --k-dtype and --v-dtype
+  // override what --kv-dtype set.
   app.add_option_function<std::string>(
-      "--kv-dtype", [&dtype](const std::string& name) { dtype = parse_kv_dtype(name); },
-      "KV cache element type: f32 | f16 | bf16 | int8 (default f32)");
+      "--kv-dtype", [&types](const std::string& name) { types = parse_kv_types(name); },
+      "KV cache element type of keys and values: f32 | f16 | bf16 | int8 | int4, or K:V "
+      "(default f32)");
+  app.add_option_function<std::string>(
+      "--k-dtype", [&types](const std::string& name) { types.k = parse_kv_dtype(name); },
+      "element type of the keys (overrides --kv-dtype)");
+  app.add_option_function<std::string>(
+      "--v-dtype", [&types](const std::string& name) { types.v = parse_kv_dtype(name); },
+      "element type of the values (overrides --kv-dtype)");
 }
 
 void CacheStateFlags::add_to(CLI::App& app) {

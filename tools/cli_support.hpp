@@ -52,8 +52,8 @@ struct ComputeFlags {
   ComputeMode resolved_compute() const { return parse_compute_mode(compute); }
 };
 
-// Adds --kv-dtype f32|f16|bf16|int8 bound to `dtype`.
-void add_kv_dtype_flag(CLI::App& app, KvDtype& dtype);
+// Adds --kv-dtype T|K:V (both), --k-dtype and --v-dtype (one each) bound to `types`.
+void add_kv_dtype_flag(CLI::App& app, KvTypes& types);
 
 // --cache-state cold|warm (default cold) and --cold-method auto|copies|flush.
 struct CacheStateFlags {

@@ -22,7 +22,7 @@ struct DecodeFlags {
   AttentionShapeFlags shape;
   ComputeFlags compute;
   CacheStateFlags cache;
-  KvDtype dtype = KvDtype::f32;
+  KvTypes dtype = KvDtype::f32;
   int steps = 20;
   int repetitions = 3;
   double duration = 0.0;
@@ -92,6 +92,8 @@ nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t,
           {"head_dim", r.head_dim},
           {"tokens", r.tokens},
           {"kv_dtype", to_string(r.kv_dtype)},
+          {"k_dtype", to_string(r.kv_dtype.k)},
+          {"v_dtype", to_string(r.kv_dtype.v)},
           {"isa", to_string(r.isa)},
           {"compute", to_string(r.compute)},
           {"compute_unit", to_string(t.unit)},

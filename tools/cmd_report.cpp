@@ -29,6 +29,7 @@ struct ReportFlags {
   std::string tokens = "2000";
   std::string kv_heads;
   std::string kv_dtypes = "f32,bf16,int8";
+  std::string data = "realistic";
   int steps = 10;
   int repetitions = 3;
   bool no_layer = false, no_prefill = false;
@@ -102,7 +103,7 @@ ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
                                                   : parse_int_list(f.kv_heads, "--kv-heads");
   request.kv_dtypes.clear();
   for (const std::string& name : split_list(f.kv_dtypes))
-    request.kv_dtypes.push_back(parse_kv_dtype(name));
+    request.kv_dtypes.push_back(parse_kv_types(name));
   request.hidden_size = f.shape.heads * f.shape.d_head;
   request.ffn_size = llama_ffn_size(request.hidden_size);
   const bool from_model = f.shape.hidden_size > 0;  // --model or --config
@@ -124,6 +125,7 @@ ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
   request.steps = f.steps;
   request.repetitions = f.repetitions;
   request.cache_state = f.cache.state;
+  request.data = parse_kv_data(f.data);
   request.cold_method = f.cache.method;
   require_memory(report_peak_bytes(request), "this report");
   return request;
@@ -216,7 +218,8 @@ void add_report_command(CLI::App& app, OnParsed then) {
       ->capture_default_str();
   cmd->add_option("--kv-heads", flags->kv_heads,
                   "kv head counts, comma list (default: MHA, GQA-8, MQA)");
-  cmd->add_option("--kv-dtypes", flags->kv_dtypes, "cache types, comma list")
+  cmd->add_option("--kv-dtypes", flags->kv_dtypes,
+                  "cache types, comma list; K:V for different key and value types (int8:f16)")
       ->capture_default_str();
   cmd->add_option("--steps", flags->steps,
                   "timed decode steps per row, shared among the repetitions")
@@ -226,6 +229,10 @@ void add_report_command(CLI::App& app, OnParsed then) {
                   "passes over all rows, interleaved so that drift hits every row alike")
       ->capture_default_str()
       ->transform(integer_in(1, kMaxRepetitions));
+  cmd->add_option("--data", flags->data,
+                  "K/V data of the accuracy columns: realistic (K outlier channels and offsets) "
+                  "or uniform")
+      ->capture_default_str();
   cmd->add_flag("--no-layer", flags->no_layer, "skip the full decoder-layer measurement");
   cmd->add_flag("--no-prefill", flags->no_prefill,
                 "skip the full-layer prefill of each context (long at 32,768 tokens)");

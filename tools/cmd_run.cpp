@@ -1,5 +1,6 @@
 // kvscope run --model DIR --layer I --input X.npy --output Y.npy [--prefill P]
-//             [--kv-dtype f32|f16|bf16|int8] [--threads T] [--isa scalar|sse2|avx2|avx512]
+//             [--kv-dtype T|K:V] [--k-dtype T] [--v-dtype T] [--threads T] [--isa
+//             scalar|sse2|avx2|avx512]
 //             [--compute exact|fast]
 // Loads layer I of the model in DIR (config.json + safetensors), feeds X [n × hidden] at
 // positions 0 … n−1 (rows 0 … P−1 in one prefill, the rest one decode step each, cache
@@ -26,6 +27,7 @@
 #include "kernels/kv_dtype.hpp"
 #include "kernels/units/compute_unit.hpp"
 #include "tools/cli_limits.hpp"
+#include "tools/cli_support.hpp"
 
 namespace kvscope::cli {
 namespace {
@@ -37,7 +39,7 @@ struct RunOptions {
   std::int64_t layer = -1;
   std::string input, output;
   std::int64_t prefill = -1;  // -1: all rows
-  std::string kv_dtype = "f32";
+  KvTypes kv_dtype = KvDtype::f32;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string isa;
   std::string compute = "fast";
@@ -51,12 +53,12 @@ struct RunOptions {
 struct RunChoices {
   Isa isa;
   ComputeMode compute;
-  KvDtype kv_dtype;
+  KvTypes kv_dtype;
 };
 
 RunChoices run_choices(const RunOptions& o) {
   if (o.threads < 1) fail("--threads", "must be at least 1, got " + std::to_string(o.threads));
-  return {select_isa(o.isa), parse_compute_mode(o.compute), parse_kv_dtype(o.kv_dtype)};
+  return {select_isa(o.isa), parse_compute_mode(o.compute), o.kv_dtype};
 }
 
 // Runs the layer and writes the output; every error names the file and the field.
@@ -144,8 +146,7 @@ void add_run_command(CLI::App& app, OnParsed then) {
   cmd->add_option("--prefill", options->prefill,
                   "Rows through one prefill; the rest decode one at a time (default: all)")
       ->transform(integer_in(0));
-  cmd->add_option("--kv-dtype", options->kv_dtype, "KV cache type: f32, f16, bf16, int8")
-      ->capture_default_str();
+  add_kv_dtype_flag(*cmd, options->kv_dtype);
   cmd->add_option("--threads", options->threads, "Threads (at most 4 × the hardware threads)")
       ->capture_default_str()
       ->transform(thread_count());

@@ -16,7 +16,7 @@ namespace {
 struct SizeFlags {
   AttentionShapeFlags shape;
   std::int64_t batch = 1;
-  KvDtype dtype = KvDtype::f32;
+  KvTypes dtype = KvDtype::f32;
   bool json = false;
 };
 
@@ -69,6 +69,8 @@ nlohmann::json size_json(const SizeFlags& f, const KvFootprint& fp) {
           {"layers", f.shape.layers},
           {"batch", f.batch},
           {"kv_dtype", to_string(f.dtype)},
+          {"k_dtype", to_string(f.dtype.k)},
+          {"v_dtype", to_string(f.dtype.v)},
           {"k_bytes", fp.k_bytes},
           {"v_bytes", fp.v_bytes},
           {"scale_bytes", fp.scale_bytes},

@@ -20,6 +20,8 @@ const std::vector<std::string> kColumns = {"variant",
                                            "tokens",
                                            "layers",
                                            "kv_dtype",
+                                           "k_dtype",
+                                           "v_dtype",
                                            "isa",
                                            "compute",
                                            "compute_unit",
@@ -61,6 +63,8 @@ const std::vector<std::string> kColumns = {"variant",
                                            "model_attn_seconds_median",
                                            "model_attn_tokens_per_s",
                                            "bytes_read_per_model_step",
+                                           "attn_rel_error",
+                                           "attn_weight_kl",
                                            "unstable",
                                            "unstable_reason"};
 
@@ -72,6 +76,8 @@ nlohmann::json row_json(const ReportRow& r) {
           {"tokens", r.tokens},
           {"layers", r.layers},
           {"kv_dtype", to_string(r.kv_dtype)},
+          {"k_dtype", to_string(r.kv_dtype.k)},
+          {"v_dtype", to_string(r.kv_dtype.v)},
           {"isa", to_string(r.isa)},
           {"compute", to_string(r.compute)},
           {"compute_unit", to_string(r.compute_unit)},
@@ -115,6 +121,8 @@ nlohmann::json row_json(const ReportRow& r) {
           {"model_attn_seconds_median", r.model_attn_seconds_median},
           {"model_attn_tokens_per_s", r.model_attn_tokens_per_s},
           {"bytes_read_per_model_step", r.bytes_read_per_model_step},
+          {"attn_rel_error", r.attn_rel_error},
+          {"attn_weight_kl", r.attn_weight_kl},
           {"unstable", r.unstable},
           {"unstable_reason", r.unstable_reason}};
 }
@@ -138,7 +146,7 @@ std::string csv_field(const std::string& text) {
 const ReportRow& explained_row(const std::vector<ReportRow>& rows);
 
 const ReportRow* find_row(const std::vector<ReportRow>& rows, std::int64_t tokens,
-                          std::int64_t kv_heads, KvDtype dtype) {
+                          std::int64_t kv_heads, KvTypes dtype) {
   for (const ReportRow& r : rows) {
     if (r.tokens == tokens && r.n_kv_heads == kv_heads && r.kv_dtype == dtype) return &r;
   }
@@ -183,10 +191,11 @@ std::string report_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[400];
   std::snprintf(line, sizeof line,
-                "%-7s %4s %-5s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %11s\n",
+                "%-7s %4s %-8s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %11s %9s "
+                "%9s\n",
                 "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step",
                 "step median ± stdev", "tokens/s", "GB/s", "read GB/s", "of bw", "light",
-                "of SoL", "layer t/s", "prefill t/s");
+                "of SoL", "layer t/s", "prefill t/s", "rel err", "KL");
   out += line;
   for (const ReportRow& r : rows) {
     const std::string range =
@@ -199,15 +208,14 @@ std::string report_table(const std::vector<ReportRow>& rows) {
     }
     std::snprintf(
         line, sizeof line,
-        "%-7s %4lld %-5s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
-        "%10s %11s\n",
-        r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
-        std::string(to_string(r.kv_dtype)).c_str(), std::string(to_string(r.compute_unit)).c_str(),
-        static_cast<long long>(r.tokens), mb(r.cache_bytes).c_str(),
-        mb(r.bytes_read_per_step).c_str(), range.c_str(), r.attn_tokens_per_s, r.attn_gbps,
-        r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
-        format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light,
-        layer, prefill);
+        "%-7s %4lld %-8s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
+        "%10s %11s %9.2e %9.2e\n",
+        r.variant.c_str(), static_cast<long long>(r.n_kv_heads), to_string(r.kv_dtype).c_str(),
+        std::string(to_string(r.compute_unit)).c_str(), static_cast<long long>(r.tokens),
+        mb(r.cache_bytes).c_str(), mb(r.bytes_read_per_step).c_str(), range.c_str(),
+        r.attn_tokens_per_s, r.attn_gbps, r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
+        format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light, layer,
+        prefill, r.attn_rel_error, r.attn_weight_kl);
     out += line;
   }
   return out;

@@ -26,8 +26,9 @@ struct Point {
   std::string color;
 };
 
-std::string dtype_color(KvDtype dtype) {
-  switch (dtype) {
+// Coloured by the key type (a K:V pair takes its K's colour; int8 and int4 share green).
+std::string dtype_color(KvTypes types) {
+  switch (types.k) {
     case KvDtype::f32:
       return "#1f77b4";
     case KvDtype::f16:
@@ -83,7 +84,7 @@ std::string roofline_svg(const std::vector<ReportRow>& rows) {
     const double flops = static_cast<double>(r.flops_per_step);
     points.push_back(
         {flops / static_cast<double>(r.bytes_read_per_step), flops / r.attn_seconds_median / 1e9,
-         r.variant + " " + std::string(to_string(r.kv_dtype)) + " " + std::to_string(r.tokens),
+         r.variant + " " + to_string(r.kv_dtype) + " " + std::to_string(r.tokens),
          dtype_color(r.kv_dtype)});
     if (r.read_bandwidth_gbps > 0) bandwidths.push_back(r.read_bandwidth_gbps);
     if (r.fma_peak_gflops > 0)

@@ -147,11 +147,12 @@ void CacheRotation::end_step(int threads) {
   if (plan_.state == CacheState::cold && plan_.method == ColdMethod::flush) {
     for (std::size_t i : read_this_step_) {
       const KvView v = caches_[i].view();
-      const std::size_t block = v.n_kv_heads * v.head_stride_bytes;
-      flush_from_caches(v.k, block, threads);
-      flush_from_caches(v.v, block, threads);
+      flush_from_caches(v.k, v.n_kv_heads * v.k_head_stride_bytes, threads);
+      flush_from_caches(v.v, v.n_kv_heads * v.v_head_stride_bytes, threads);
       if (v.k_scale != nullptr) {
         flush_from_caches(v.k_scale, v.n_kv_heads * v.capacity * sizeof(float), threads);
+      }
+      if (v.v_scale != nullptr) {
         flush_from_caches(v.v_scale, v.n_kv_heads * v.capacity * sizeof(float), threads);
       }
     }

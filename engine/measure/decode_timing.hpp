@@ -18,7 +18,7 @@ struct DecodeTimingRequest {
   std::int64_t n_kv_heads = 32;
   std::int64_t head_dim = 128;
   std::int64_t tokens = 2000;  // cache length; the query sits at the last position
-  KvDtype kv_dtype = KvDtype::f32;
+  KvTypes kv_dtype = KvDtype::f32;  // keys and values
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
   int threads = 1;

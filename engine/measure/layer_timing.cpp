@@ -13,7 +13,7 @@
 
 namespace kvscope {
 
-LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvDtype kv_dtype,
+LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvTypes kv_dtype,
                               Isa isa, int threads, int steps, ComputeMode compute,
                               WeightDtype weights_dtype) {
   if (steps < 1)
@@ -51,7 +51,7 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
   return t;
 }
 
-std::uint64_t layer_prefill_bytes(const LayerConfig& c, std::int64_t tokens, KvDtype kv_dtype,
+std::uint64_t layer_prefill_bytes(const LayerConfig& c, std::int64_t tokens, KvTypes kv_dtype,
                                   WeightDtype weights_dtype) {
   const std::uint64_t row_floats =
       4 * c.hidden_size() + 2 * c.q_width() + 2 * c.kv_width() + 2 * c.ffn_size();
@@ -64,7 +64,7 @@ std::uint64_t layer_prefill_bytes(const LayerConfig& c, std::int64_t tokens, KvD
 }
 
 LayerPrefillTiming time_layer_prefill(const LayerConfig& config, std::int64_t tokens,
-                                      KvDtype kv_dtype, Isa isa, int threads, ComputeMode compute,
+                                      KvTypes kv_dtype, Isa isa, int threads, ComputeMode compute,
                                       WeightDtype weights_dtype) {
   if (tokens < 1 || static_cast<std::uint64_t>(tokens) > config.capacity()) {
     throw std::invalid_argument("prefill of " + std::to_string(tokens) +

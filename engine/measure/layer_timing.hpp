@@ -19,7 +19,7 @@ struct LayerTiming {
 // Builds a layer with seeded random weights in `weights_dtype`, fills its cache with
 // `context` random rows, then times `steps` decode steps (after one warm-up) of the token
 // at position `context`. config.capacity() must exceed `context` + steps.
-LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvDtype kv_dtype,
+LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvTypes kv_dtype,
                               Isa isa, int threads, int steps,
                               ComputeMode compute = ComputeMode::exact,
                               WeightDtype weights_dtype = WeightDtype::f32);
@@ -27,7 +27,7 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
 // Bytes a prefill of `tokens` holds at once: weights, the cache and the activations
 // (x, normed x, q, k, v, attention output, residual, gate, up, output: [tokens × width] f32).
 std::uint64_t layer_prefill_bytes(const LayerConfig& config, std::int64_t tokens,
-                                  KvDtype kv_dtype, WeightDtype weights_dtype);
+                                  KvTypes kv_dtype, WeightDtype weights_dtype);
 
 struct LayerPrefillTiming {
   double seconds = 0;  // the whole prefill: the time to first token at this context
@@ -40,7 +40,7 @@ struct LayerPrefillTiming {
 // (it measured within noise of a second run: oneDNN's primitives take milliseconds to
 // create against seconds of matmul).
 LayerPrefillTiming time_layer_prefill(const LayerConfig& config, std::int64_t tokens,
-                                      KvDtype kv_dtype, Isa isa, int threads, ComputeMode compute,
+                                      KvTypes kv_dtype, Isa isa, int threads, ComputeMode compute,
                                       WeightDtype weights_dtype);
 
 }  // namespace kvscope

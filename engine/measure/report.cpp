@@ -8,6 +8,7 @@
 #include "engine/checked_math.hpp"
 #include "engine/kv_footprint.hpp"
 #include "engine/layer_config.hpp"
+#include "engine/measure/attn_accuracy.hpp"
 #include "engine/measure/cache_info.hpp"
 #include "engine/measure/decode_timing.hpp"
 #include "engine/measure/layer_timing.hpp"
@@ -39,7 +40,7 @@ std::uint64_t report_llc_bytes(const ReportRequest& r, std::string* source) {
   return llc.bytes;
 }
 
-CachePlan report_plan(const ReportRequest& r, const LayerConfig& config, KvDtype dtype,
+CachePlan report_plan(const ReportRequest& r, const LayerConfig& config, KvTypes dtype,
                       std::uint64_t llc) {
   if (r.layers < 1)
     throw std::invalid_argument("layers must be at least 1, got " + std::to_string(r.layers));
@@ -51,7 +52,7 @@ constexpr int kReadLoopRepeats = 7;  // read-loop sweeps per row, shared among t
 
 // A row's shape, sizes and FLOPs, before anything is measured.
 ReportRow row_shape(const ReportRequest& r, std::int64_t tokens, std::int64_t kv_heads,
-                    KvDtype dtype) {
+                    KvTypes dtype) {
   ReportRow row;
   row.variant = attention_variant(r.n_heads, kv_heads);
   row.n_heads = r.n_heads;
@@ -147,7 +148,7 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
       const LayerConfig config = layer_config(r, kv_heads, tokens);
       (void)kv_footprint(
           {.n_kv_heads = kv_heads, .head_dim = r.head_dim, .tokens = tokens, .layers = r.layers});
-      for (KvDtype dtype : r.kv_dtypes) {
+      for (KvTypes dtype : r.kv_dtypes) {
         const std::uint64_t cache = config.kv_cache_bytes(dtype);
         std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
         const CachePlan plan = report_plan(r, config, dtype, llc);
@@ -189,7 +190,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   std::vector<ReportRow> rows;
   for (std::int64_t tokens : r.tokens) {
     for (std::int64_t kv_heads : r.kv_heads) {
-      for (KvDtype dtype : r.kv_dtypes) rows.push_back(row_shape(r, tokens, kv_heads, dtype));
+      for (KvTypes dtype : r.kv_dtypes) rows.push_back(row_shape(r, tokens, kv_heads, dtype));
     }
   }
   // Every timed step of every pass, all layers, per row.
@@ -233,6 +234,18 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       row.llc_source = llc_source;
       row.bytes_read_per_model_step = t.bytes_read_per_step;
       row.bytes_read_per_step = t.bytes_read_per_layer;
+      if (r.progress) r.progress("accuracy of " + to_string(row.kv_dtype) + " against f32");
+      const AttnAccuracy accuracy = measure_attn_accuracy({.n_heads = r.n_heads,
+                                                           .n_kv_heads = row.n_kv_heads,
+                                                           .head_dim = r.head_dim,
+                                                           .tokens = row.tokens,
+                                                           .types = row.kv_dtype,
+                                                           .data = r.data,
+                                                           .isa = r.isa,
+                                                           .compute = r.compute,
+                                                           .threads = r.threads});
+      row.attn_rel_error = accuracy.rel_error;
+      row.attn_weight_kl = accuracy.weight_kl;
       if (r.measure_layer) {
         const LayerConfig config = layer_config(r, row.n_kv_heads, row.tokens);
         const LayerTiming layer =

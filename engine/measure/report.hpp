@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/measure/cold_caches.hpp"
+#include "engine/measure/kv_data.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/units/compute_unit.hpp"
@@ -20,7 +21,7 @@ struct ReportRequest {
   std::int64_t head_dim = 128;
   std::vector<std::int64_t> tokens{2000};        // one row set per context length
   std::vector<std::int64_t> kv_heads{32, 8, 1};  // MHA, GQA-8, MQA
-  std::vector<KvDtype> kv_dtypes{KvDtype::f32, KvDtype::bf16, KvDtype::int8};
+  std::vector<KvTypes> kv_dtypes{KvDtype::f32, KvDtype::bf16, KvDtype::int8};  // K:V pairs
   std::int64_t layers = 1;
   std::int64_t hidden_size = 4096;  // for the full-layer measurement
   std::int64_t ffn_size = 11008;
@@ -38,12 +39,13 @@ struct ReportRequest {
   CacheState cache_state = CacheState::cold;
   ColdMethod cold_method = ColdMethod::automatic;
   std::uint64_t llc_bytes = 0;  // 0: detect_llc()
+  KvData data = KvData::realistic;  // the K/V data of the accuracy columns (kv_data.hpp)
 };
 
 struct ReportRow {
   std::string variant;
   std::int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, tokens = 0, layers = 1;
-  KvDtype kv_dtype = KvDtype::f32;
+  KvTypes kv_dtype = KvDtype::f32;  // keys and values
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
   ComputeUnit compute_unit = ComputeUnit::fp32_fma;  // the unit the decode kernel ran on
@@ -67,6 +69,9 @@ struct ReportRow {
   double speed_of_light_seconds = 0;       // max(bytes ÷ bandwidth, FLOPs ÷ unit peak)
   double fraction_of_speed_of_light = 0;   // speed of light ÷ measured median
   std::string bound;                       // "memory" or "compute"
+  // Accuracy of the same step against an f32 cache over the same data (attn_accuracy.hpp):
+  double attn_rel_error = 0;               // max |O − O_f32| / max |O_f32|; 0 for f32
+  double attn_weight_kl = 0;               // mean KL(p_f32 ‖ p) of the attention weights, nats
   double layer_tokens_per_s = 0;           // 0 when not measured
   double layer_seconds_median = 0;
   WeightDtype weights_dtype = WeightDtype::bf16;

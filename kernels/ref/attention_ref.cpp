@@ -30,7 +30,7 @@ void attend_ref(const AttentionProblem& p, int threads) {
       float* out = p.out + (i * p.n_heads + h) * d;
 
       for (std::size_t t = 0; t < n_keys; ++t) {
-        decode_row_ref(kv.dtype, kv.k_row(kv_head, t), kv.k_row_scale(kv_head, t), d, row.data());
+        decode_row_ref(kv.k_dtype, kv.k_row(kv_head, t), kv.k_row_scale(kv_head, t), d, row.data());
         float dot = 0.0f;
         for (std::size_t j = 0; j < d; ++j) dot += q[j] * row[j];
         scores[t] = dot * scale;
@@ -39,7 +39,7 @@ void attend_ref(const AttentionProblem& p, int threads) {
 
       for (std::size_t j = 0; j < d; ++j) out[j] = 0.0f;
       for (std::size_t t = 0; t < n_keys; ++t) {
-        decode_row_ref(kv.dtype, kv.v_row(kv_head, t), kv.v_row_scale(kv_head, t), d, row.data());
+        decode_row_ref(kv.v_dtype, kv.v_row(kv_head, t), kv.v_row_scale(kv_head, t), d, row.data());
         for (std::size_t j = 0; j < d; ++j) out[j] += scores[t] * row[j];
       }
     }

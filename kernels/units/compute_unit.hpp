@@ -32,11 +32,12 @@ ComputeMode parse_compute_mode(std::string_view name);
 //   8, 16 (GQA-4, GQA-2): 1.6–2.6× faster; 32 (MQA): int8 2.8×, bf16 2.1× faster (2 threads).
 inline constexpr std::size_t kDotUnitMinSharing = 8;
 
-// The unit attend() uses for a cache of `dtype` on `isa` in `mode` on this CPU, when
+// The unit attend() uses for a cache of `types` on `isa` in `mode` on this CPU, when
 // `sharing` query vectors read each key block (decode: heads per kv head; prefill: that
 // times the query rows). bf16 dot products are used only where a one-time probe measures
 // them faster than f32 FMAs (on some Intel cores vdpbf16ps runs at half the FMA rate).
-ComputeUnit attention_compute_unit(KvDtype dtype, Isa isa, ComputeMode mode, std::size_t sharing);
+// Keys and values of different types run exact (fp32-fma): each unit serves one type.
+ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing);
 
 // Runs `iterations` rounds of independent dot-product chains of `unit` on each of `threads`
 // threads; returns the operations done, 2 per multiply-add (as fma_burn counts FLOPs).

@@ -65,13 +65,13 @@ LayerWeights peaked_weights(const LayerConfig& c) {
   return w;
 }
 
-std::vector<float> run_whole(const LayerConfig& c, const LayerWeights& w, KvDtype dtype, Isa isa,
+std::vector<float> run_whole(const LayerConfig& c, const LayerWeights& w, KvTypes dtype, Isa isa,
                              const std::vector<float>& x) {
   DecoderLayer layer(c, w, {.kv_dtype = dtype, .isa = isa, .threads = 2});
   return layer.prefill(x.data(), kTokens);
 }
 
-std::vector<float> run_split(const LayerConfig& c, const LayerWeights& w, KvDtype dtype, Isa isa,
+std::vector<float> run_split(const LayerConfig& c, const LayerWeights& w, KvTypes dtype, Isa isa,
                              const std::vector<float>& x) {
   const std::size_t H = c.hidden_size();
   DecoderLayer layer(c, w, {.kv_dtype = dtype, .isa = isa, .threads = 3});
@@ -133,7 +133,8 @@ class DecoderLayerIsa : public ::testing::TestWithParam<Param> {};
 //   format step where their f32 projections differ in the last bit; one such flip moves the
 //   output by at most a fraction of a step: 32u + step/4. Measured: ≤ step/60.
 //   a reduced cache against float64 (which stores nothing rounded): 2 steps. Measured:
-//   ≤ 0.3 step (f16, bf16), ≤ 0.9 step (int8, whose step is relative to the row's absmax).
+//   ≤ 0.3 step (f16, bf16), ≤ 0.9 step (int8, whose step is relative to the row's absmax;
+//   int4, relative to each group's absmax; int8:f16 takes the coarser of its two steps).
 
 TEST_P(DecoderLayerIsa, EveryCacheTypeSplitAndWholeMatchReferences) {
   const auto [isa, attn] = GetParam();
@@ -141,9 +142,11 @@ TEST_P(DecoderLayerIsa, EveryCacheTypeSplitAndWholeMatchReferences) {
   const Truth truth(attn);
   const LayerConfig& c = truth.config;
   const double u = 0x1p-24;
-  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {
-    SCOPED_TRACE(std::string(to_string(dtype)));
-    const double step = format_step(dtype);
+  for (KvTypes dtype :
+       {KvTypes(KvDtype::f32), KvTypes(KvDtype::f16), KvTypes(KvDtype::bf16),
+        KvTypes(KvDtype::int8), KvTypes(KvDtype::int4), KvTypes(KvDtype::int8, KvDtype::f16)}) {
+    SCOPED_TRACE(to_string(dtype));
+    const double step = std::max(format_step(dtype.k), format_step(dtype.v));
     const double same = 32 * u + step / 4;
     const std::vector<float> whole = run_whole(c, truth.weights, dtype, isa, truth.x);
     const std::vector<float> split = run_split(c, truth.weights, dtype, isa, truth.x);
@@ -157,14 +160,15 @@ TEST_P(DecoderLayerIsa, EveryCacheTypeSplitAndWholeMatchReferences) {
     // The scalar layer with the same cache type (f32 and the scaled int8; the scalar run of
     // 1,040 tokens is the costly part, and f16/bf16 reach the kernels' tests instead).
     double isa_err = 0;
-    if (isa != Isa::scalar && (dtype == KvDtype::f32 || dtype == KvDtype::int8)) {
+    if (isa != Isa::scalar &&
+        (dtype == KvDtype::f32 || dtype == KvDtype::int8 || dtype == KvDtype::int4)) {
       const std::vector<float> scalar = run_whole(c, truth.weights, dtype, Isa::scalar, truth.x);
       isa_err = relative_diff(whole, scalar, truth.max_out);
       EXPECT_LE(isa_err, same) << "vs the scalar layer";
     }
-    std::printf("%-6s %-4s %-5s max|diff|/max|out|: split %.3g, vs scalar %.3g, vs f64 %.3g\n",
-                std::string(to_string(isa)).c_str(), attn.name,
-                std::string(to_string(dtype)).c_str(), split_err, isa_err, err);
+    std::printf("%-6s %-4s %-8s max|diff|/max|out|: split %.3g, vs scalar %.3g, vs f64 %.3g\n",
+                std::string(to_string(isa)).c_str(), attn.name, to_string(dtype).c_str(), split_err,
+                isa_err, err);
   }
 }
 

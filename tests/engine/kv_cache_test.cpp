@@ -27,22 +27,30 @@ std::vector<float> random_rows(std::size_t n, std::uint64_t seed) {
 std::vector<float> stored_k(const KvCache& cache, std::size_t h, std::size_t pos) {
   const KvView view = cache.view();
   std::vector<float> row(view.head_dim);
-  decode_row_ref(view.dtype, view.k_row(h, pos), view.k_row_scale(h, pos), view.head_dim,
+  decode_row_ref(view.k_dtype, view.k_row(h, pos), view.k_row_scale(h, pos), view.head_dim,
                  row.data());
   return row;
 }
 
 TEST(KvCache, HeadBlocksAre64ByteAlignedAndRowsInPositionOrder) {
-  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {
-    KvCache cache(3, 10, 7, dtype);  // odd sizes: blocks need padding to stay aligned
+  for (KvTypes types :
+       {KvTypes(KvDtype::f32), KvTypes(KvDtype::f16), KvTypes(KvDtype::bf16),
+        KvTypes(KvDtype::int8), KvTypes(KvDtype::int4), KvTypes(KvDtype::int8, KvDtype::f16),
+        KvTypes(KvDtype::int4, KvDtype::f32)}) {
+    KvCache cache(3, 10, 7, types);  // odd sizes: blocks need padding to stay aligned
     const KvView view = cache.view();
     for (std::size_t h = 0; h < 3; ++h) {
-      EXPECT_TRUE(aligned64(view.k_row(h, 0))) << to_string(dtype);
-      EXPECT_TRUE(aligned64(view.v_row(h, 0))) << to_string(dtype);
+      EXPECT_TRUE(aligned64(view.k_row(h, 0))) << to_string(types);
+      EXPECT_TRUE(aligned64(view.v_row(h, 0))) << to_string(types);
       EXPECT_EQ(view.k_row(h, 1) - view.k_row(h, 0),
-                static_cast<std::ptrdiff_t>(10 * kv_element_bytes(dtype)));
+                static_cast<std::ptrdiff_t>(kv_row_bytes(types.k, 10)));
+      EXPECT_EQ(view.v_row(h, 1) - view.v_row(h, 0),
+                static_cast<std::ptrdiff_t>(kv_row_bytes(types.v, 10)));
     }
-    EXPECT_GE(view.head_stride_bytes, 7 * 10 * kv_element_bytes(dtype));
+    EXPECT_GE(view.k_head_stride_bytes, 7 * kv_row_bytes(types.k, 10));
+    EXPECT_GE(view.v_head_stride_bytes, 7 * kv_row_bytes(types.v, 10));
+    EXPECT_EQ(view.k_scale != nullptr, types.k == KvDtype::int8) << to_string(types);
+    EXPECT_EQ(view.v_scale != nullptr, types.v == KvDtype::int8) << to_string(types);
   }
 }
 
@@ -146,7 +154,7 @@ TEST(KvCache, AppendedInManyCallsEqualsOneCallForEveryType) {
   const std::size_t chunks[] = {3, 64, 1, 65, 1, 3, 1};
   const std::vector<float> k = random_rows(tokens * n_kv * d, 21);
   const std::vector<float> v = random_rows(tokens * n_kv * d, 22);
-  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8, KvDtype::int4}) {
     SCOPED_TRACE(std::string(to_string(dtype)));
     KvCache whole(n_kv, d, tokens + 5, dtype), pieces(n_kv, d, tokens + 5, dtype);
     whole.append(k.data(), v.data(), tokens);
@@ -160,9 +168,9 @@ TEST(KvCache, AppendedInManyCallsEqualsOneCallForEveryType) {
     const KvView a = whole.view(), b = pieces.view();
     for (std::size_t h = 0; h < n_kv; ++h) {
       for (std::size_t pos = 0; pos < tokens; ++pos) {
-        EXPECT_EQ(0, std::memcmp(a.k_row(h, pos), b.k_row(h, pos), a.row_bytes()))
+        EXPECT_EQ(0, std::memcmp(a.k_row(h, pos), b.k_row(h, pos), a.k_row_bytes()))
             << "K head " << h << " pos " << pos;
-        EXPECT_EQ(0, std::memcmp(a.v_row(h, pos), b.v_row(h, pos), a.row_bytes()))
+        EXPECT_EQ(0, std::memcmp(a.v_row(h, pos), b.v_row(h, pos), a.v_row_bytes()))
             << "V head " << h << " pos " << pos;
         EXPECT_EQ(a.k_row_scale(h, pos), b.k_row_scale(h, pos)) << "head " << h << " pos " << pos;
         EXPECT_EQ(a.v_row_scale(h, pos), b.v_row_scale(h, pos)) << "head " << h << " pos " << pos;

@@ -42,6 +42,32 @@ TEST(KvFootprint, Int8CountsOneScalePerTokenPerKvHeadForKAndV) {
   EXPECT_EQ(f.bytes_per_layer, (2u * 8 * 128 + 2u * 8 * 4) * 2000 * 3);
 }
 
+// int4: 16 bytes of nibbles and one f16 scale per group of 32 elements of a row.
+TEST(KvFootprint, Int4CountsNibblesAsDataAndGroupScalesAsScales) {
+  const KvFootprint f =
+      kv_footprint({.n_kv_heads = 32, .head_dim = 128, .tokens = 2000, .dtype = KvDtype::int4});
+  EXPECT_EQ(f.k_bytes + f.v_bytes, 8'192'000u);
+  EXPECT_EQ(f.scale_bytes, 1'024'000u);
+  EXPECT_EQ(f.total_bytes, 9'216'000u);
+  // A head_dim that is not a multiple of 32 ends with a shorter group: 136 = 4 × 32 + 8 takes
+  // 5 groups (the last one's nibbles padded to 16 bytes, zeros past head_dim).
+  const KvFootprint odd =
+      kv_footprint({.n_kv_heads = 1, .head_dim = 136, .tokens = 1, .dtype = KvDtype::int4});
+  EXPECT_EQ(odd.k_bytes, 5u * 16);
+  EXPECT_EQ(odd.scale_bytes, 2u * 5 * 2);
+}
+
+TEST(KvFootprint, KeysAndValuesOfDifferentTypesCountEachTheirOwn) {
+  const KvFootprint f = kv_footprint({.n_kv_heads = 8,
+                                      .head_dim = 128,
+                                      .tokens = 10,
+                                      .dtype = KvTypes(KvDtype::int8, KvDtype::f16)});
+  EXPECT_EQ(f.k_bytes, 8u * 128 * 10);
+  EXPECT_EQ(f.v_bytes, 8u * 128 * 10 * 2);
+  EXPECT_EQ(f.scale_bytes, 8u * 10 * 4);  // K's int8 scales only
+  EXPECT_EQ(f.total_bytes, f.k_bytes + f.v_bytes + f.scale_bytes);
+}
+
 TEST(KvFootprint, LayersAndBatchMultiply) {
   const KvFootprint one = kv_footprint({.n_kv_heads = 4, .head_dim = 64, .tokens = 100});
   const KvFootprint many =

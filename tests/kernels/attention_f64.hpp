@@ -57,10 +57,10 @@ inline F64Attention attend_f64(const RandomProblem& rp, const Fault& fault = {})
   for (std::size_t h = 0; h < rp.n_kv_heads; ++h) {
     for (std::size_t t = 0; t < tokens; ++t) {
       const std::size_t scale_row = !fault.scale_of_next_row ? t : t + 1 < tokens ? t + 1 : t - 1;
-      decode_row_ref(kv.dtype, kv.k_row(h, t), 1.0f, d, row.data());
+      decode_row_ref(kv.k_dtype, kv.k_row(h, t), 1.0f, d, row.data());
       const double ks = kv.k_row_scale(h, scale_row), vs = kv.v_row_scale(h, scale_row);
       for (std::size_t j = 0; j < d; ++j) K[(h * tokens + t) * d + j] = row[j] * ks;
-      decode_row_ref(kv.dtype, kv.v_row(h, t), 1.0f, d, row.data());
+      decode_row_ref(kv.v_dtype, kv.v_row(h, t), 1.0f, d, row.data());
       for (std::size_t j = 0; j < d; ++j) {
         V[(h * tokens + t) * d + j] = row[j] * vs;
         v_max = std::max(v_max, std::fabs(row[j] * vs));

@@ -1,5 +1,5 @@
-// Every SIMD instantiation (sse2, fma3<avx2>, avx512bw) × every cache type × GQA ratios
-// 1…32 against float64 attention over the same stored values, within a bound derived from
+// Every SIMD instantiation (sse2, fma3<avx2>, avx512bw) × every cache type (and K:V pairs) × GQA
+// ratios 1…32 against float64 attention over the same stored values, within a bound derived from
 // each case's data (attention_f64.hpp), for decode and prefill; the scalar reference must
 // meet the same bound. Results must be bitwise equal for 1, 2, 3, 7 and 16 threads.
 #include <gtest/gtest.h>
@@ -51,7 +51,7 @@ std::vector<Case> cases_for(std::size_t group) {
   return cases;
 }
 
-using Param = std::tuple<Isa, KvDtype, std::size_t>;  // ISA, cache type, query heads per kv head
+using Param = std::tuple<Isa, KvTypes, std::size_t>;  // ISA, cache types, query heads per kv head
 
 class AttentionSimd : public ::testing::TestWithParam<Param> {};
 
@@ -93,8 +93,10 @@ TEST_P(AttentionSimd, MatchesFloat64WithinDerivedBound) {
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return isa_name(std::get<0>(info.param)) + "_" + std::string(to_string(std::get<1>(info.param))) +
-         "_group" + std::to_string(std::get<2>(info.param));
+  std::string types = to_string(std::get<1>(info.param));
+  std::replace(types.begin(), types.end(), ':', '_');  // int8:f16 → int8_f16
+  return isa_name(std::get<0>(info.param)) + "_" + types + "_group" +
+         std::to_string(std::get<2>(info.param));
 }
 
 // Every cache type with MHA, GQA-4 and MQA; the other GQA ratios with f32 (read in place)
@@ -102,15 +104,27 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 INSTANTIATE_TEST_SUITE_P(
     AllIsasTypesGroups, AttentionSimd,
     ::testing::Combine(::testing::Values(Isa::sse2, Isa::avx2, Isa::avx512),
-                       ::testing::Values(KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8),
+                       ::testing::Values(KvTypes(KvDtype::f32), KvTypes(KvDtype::f16),
+                                         KvTypes(KvDtype::bf16), KvTypes(KvDtype::int8)),
                        ::testing::Values(std::size_t{1}, std::size_t{4}, std::size_t{32})),
     param_name);
-INSTANTIATE_TEST_SUITE_P(MoreGqaRatios, AttentionSimd,
+// int4 (read in place, group scales) and keys and values of different types: the score stage
+// reads K with K's type, p·V reads V with V's type (kernels/formats/tiled_keys.hpp).
+INSTANTIATE_TEST_SUITE_P(Int4AndKvPairs, AttentionSimd,
                          ::testing::Combine(::testing::Values(Isa::sse2, Isa::avx2, Isa::avx512),
-                                            ::testing::Values(KvDtype::f32, KvDtype::int8),
-                                            ::testing::Values(std::size_t{2}, std::size_t{8},
-                                                              std::size_t{16})),
+                                            ::testing::Values(KvTypes(KvDtype::int4),
+                                                              KvTypes(KvDtype::int8, KvDtype::f16),
+                                                              KvTypes(KvDtype::f16, KvDtype::int4),
+                                                              KvTypes(KvDtype::int4, KvDtype::f32)),
+                                            ::testing::Values(std::size_t{1}, std::size_t{4},
+                                                              std::size_t{32})),
                          param_name);
+INSTANTIATE_TEST_SUITE_P(
+    MoreGqaRatios, AttentionSimd,
+    ::testing::Combine(::testing::Values(Isa::sse2, Isa::avx2, Isa::avx512),
+                       ::testing::Values(KvTypes(KvDtype::f32), KvTypes(KvDtype::int8)),
+                       ::testing::Values(std::size_t{2}, std::size_t{8}, std::size_t{16})),
+    param_name);
 
 class AttentionSimdIsa : public ::testing::TestWithParam<Isa> {};
 

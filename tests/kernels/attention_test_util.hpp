@@ -75,7 +75,7 @@ struct RandomProblem {
   KvCache cache;
 
   RandomProblem(std::size_t n_heads_, std::size_t n_kv_heads_, std::size_t head_dim_,
-                std::size_t first_pos_, std::size_t n_queries_, KvDtype dtype, unsigned seed,
+                std::size_t first_pos_, std::size_t n_queries_, KvTypes dtype, unsigned seed,
                 float value_scale = 1.0f, Data data = Data::uniform)
       : n_heads(n_heads_),
         n_kv_heads(n_kv_heads_),

@@ -17,6 +17,12 @@ inline double format_step(KvDtype t) {
       return 0x1p-8;
     case KvDtype::int8:
       return 1.0 / 254.0;
+    case KvDtype::int4:
+      // Symmetric levels −7…7 per group of 32: scale = absmax(group) / 7 (rounded to f16,
+      // then x / scale rounded to an integer), so |stored − x| ≤ scale / 2 ≈ absmax / 14,
+      // relative to the group's absmax (≤ the row's). The f16 rounding of the scale adds at
+      // most 2^-11 · 7 · scale at the clamped extremes, below the half step.
+      return 1.0 / 14.0 * (1.0 + 0x1p-10);
   }
   return 0.0;
 }

@@ -107,7 +107,7 @@ TEST(CacheRotation, AllocatesThePlannedCopiesWithTheSameBytes) {
     const KvView b = rotation.cache(i).view();
     EXPECT_NE(a.k, b.k);
     EXPECT_EQ(rotation.cache(i).size(), 32u);
-    EXPECT_EQ(std::memcmp(a.k, b.k, a.n_kv_heads * a.head_stride_bytes), 0);
+    EXPECT_EQ(std::memcmp(a.k, b.k, a.n_kv_heads * a.k_head_stride_bytes), 0);
     EXPECT_EQ(std::memcmp(a.v_scale, b.v_scale, 2 * 32 * sizeof(float)), 0);
   }
 }
@@ -151,7 +151,7 @@ TEST(CacheRotation, FlushMethodFlushesAfterEachStepAndKeepsTheData) {
   }
   EXPECT_EQ(rotation.flushes(), 3u);
   const KvView a = rotation.cache(0).view(), b = reference.view();
-  EXPECT_EQ(std::memcmp(a.k, b.k, a.n_kv_heads * a.head_stride_bytes), 0);
+  EXPECT_EQ(std::memcmp(a.k, b.k, a.n_kv_heads * a.k_head_stride_bytes), 0);
 }
 
 TEST(DecodeTiming, LayersAllocateACachePerLayerAndAStepReadsThemAll) {
