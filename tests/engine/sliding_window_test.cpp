@@ -9,6 +9,7 @@
 
 #include "engine/decoder_layer.hpp"
 #include "support/reference_layer.hpp"
+#include "support/run_split.hpp"
 
 namespace kvscope {
 namespace {
@@ -25,15 +26,6 @@ LayerShape window_shape(std::int64_t window) {
           .rope_theta = 10000.0,
           .capacity = kTokens,
           .sliding_window = window};
-}
-
-std::vector<float> run_split(DecoderLayer& layer, const std::vector<float>& x, std::size_t p) {
-  std::vector<float> out = p > 0 ? layer.prefill(x.data(), p) : std::vector<float>{};
-  for (std::size_t r = p; r < kTokens; ++r) {
-    const std::vector<float> y = layer.decode(x.data() + r * kHidden);
-    out.insert(out.end(), y.begin(), y.end());
-  }
-  return out;
 }
 
 TEST(SlidingWindow, EveryIsaCacheTypeAndSplitMatchesFloat64) {
@@ -59,7 +51,7 @@ TEST(SlidingWindow, EveryIsaCacheTypeAndSplitMatchesFloat64) {
                        std::to_string(p));
           DecoderLayer layer(config, w,
                              {.kv_dtype = dtype, .isa = isa, .threads = 2, .compute = mode});
-          EXPECT_LT(test::relative_error(run_split(layer, x, p), want), bound);
+          EXPECT_LT(test::relative_error(test::run_split(layer, x, kTokens, p), want), bound);
           EXPECT_EQ(layer.cache().size(), kWindow);
           EXPECT_EQ(layer.position(), kTokens);
         }

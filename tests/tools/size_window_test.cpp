@@ -1,4 +1,5 @@
-// `kvscope size` with a sliding window: the new presets, --window, and --config of each family.
+// `kvscope size` and `report` with a sliding window: the new presets, --window, and --config
+// of each family.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,18 @@ TEST(SizeWindow, MistralV01StopsGrowingAtItsWindow) {
   const test::CommandResult bad = test::kvscope("size --window 0");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("--window"), std::string::npos) << bad.out;
+}
+
+TEST(SizeWindow, ReportRowsReadOnlyTheWindow) {
+  const test::CommandResult r = test::kvscope(
+      "report --json --heads 4 --d-head 16 --kv-heads 1 --kv-dtypes f32 --tokens 40,100 "
+      "--window 64 --steps 2 --threads 1 --no-layer --cache-state warm");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["tokens"], 40);
+  EXPECT_EQ(rows[1]["tokens"], 64);  // 100 tokens of context, 64 cached
+  EXPECT_EQ(rows[1]["cache_bytes"], 2 * 64 * 16 * 4);
 }
 
 TEST(SizeWindow, NewPresetsCarryTheirShapes) {

@@ -13,6 +13,7 @@
 #include "engine/model/model_loader.hpp"
 #include "support/model_files.hpp"
 #include "support/reference_layer.hpp"
+#include "support/run_split.hpp"
 
 namespace kvscope {
 namespace {
@@ -106,12 +107,7 @@ TEST_P(ModelFamily, MatchesFloat64ReferenceForEverySplit) {
   for (Isa isa : {Isa::scalar, best_isa()}) {
     for (std::size_t prefill : {n, std::size_t{0}, std::size_t{1}, std::size_t{5}}) {
       DecoderLayer layer(config, loaded, {.kv_dtype = KvDtype::f32, .isa = isa, .threads = 2});
-      std::vector<float> got =
-          prefill > 0 ? layer.prefill(x.data(), prefill) : std::vector<float>{};
-      for (std::size_t r = prefill; r < n; ++r) {
-        const std::vector<float> y = layer.decode(x.data() + r * 64);
-        got.insert(got.end(), y.begin(), y.end());
-      }
+      const std::vector<float> got = test::run_split(layer, x, n, prefill);
       EXPECT_LT(test::relative_error(got, want), 1e-4) << to_string(isa) << " prefill " << prefill;
     }
   }

@@ -11,6 +11,7 @@
 #include "engine/decoder_layer.hpp"
 #include "support/model_files.hpp"
 #include "support/reference_layer.hpp"
+#include "support/run_split.hpp"
 
 namespace kvscope {
 namespace {
@@ -28,18 +29,7 @@ LayerShape small_shape(std::int64_t heads, std::int64_t kv_heads, std::int64_t h
           .capacity = 9};
 }
 
-// Runs rows [0, prefill) in one prefill and the rest one decode step each.
-std::vector<float> run_split(DecoderLayer& layer, const std::vector<float>& x, std::size_t n,
-                             std::size_t prefill) {
-  const std::size_t h = layer.config().hidden_size();
-  std::vector<float> out;
-  if (prefill > 0) out = layer.prefill(x.data(), prefill);
-  for (std::size_t r = prefill; r < n; ++r) {
-    const auto y = layer.decode(x.data() + r * h);
-    out.insert(out.end(), y.begin(), y.end());
-  }
-  return out;
-}
+using test::run_split;
 
 struct Variant {
   const char* dtype;
