@@ -77,7 +77,7 @@ void attend_arch(const AttentionProblem& p, int threads) {
   if (p.kv.k_dtype != p.kv.v_dtype || p.kv.k_dtype == KvDtype::int4) {
     if constexpr (std::is_same_v<A, avx2_fma>) {
       const bool f16 = p.kv.k_dtype == KvDtype::f16 || p.kv.v_dtype == KvDtype::f16;
-      if (f16 && !__builtin_cpu_supports("f16c")) return attend_arch<xsimd::sse2>(p, threads);
+      if (f16 && !cpu_has_f16c()) return attend_arch<xsimd::sse2>(p, threads);
     }
     return p.n_queries == 1 ? attend_decode_tiled<A>(p, threads)
                             : attend_prefill_tiled<A>(p, threads);

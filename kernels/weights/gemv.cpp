@@ -19,7 +19,7 @@ void gemv_on(const float* x, const WeightsView& w, float* y, int threads) {
     case WeightDtype::f16:
       if constexpr (std::is_same_v<Arch, xsimd::fma3<xsimd::avx2>>) {
         // The AVX2 f16 kernel uses F16C, which cpu_supports(Isa::avx2) does not check.
-        if (!__builtin_cpu_supports("f16c")) return gemv_on<xsimd::sse2>(x, w, y, threads);
+        if (!cpu_has_f16c()) return gemv_on<xsimd::sse2>(x, w, y, threads);
       }
       return gemv_kernel<Arch, KvDtype::f16>(x, w.data, w.cols, w.rows, y, threads);
   }
