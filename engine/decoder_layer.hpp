@@ -41,6 +41,8 @@ class DecoderLayer {
   // Wall time spent in attention (scores, softmax, values: not the projections) since
   // construction: what share of a prefill or a step attention takes.
   double attention_seconds() const { return attention_seconds_; }
+  // Wall time spent in the seven projections (reading the weights) since construction.
+  double projection_seconds() const { return projector_.seconds(); }
   const KvCache& cache() const { return cache_; }
   std::size_t position() const { return position_; }  // tokens seen so far
   void reset() {

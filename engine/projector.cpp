@@ -1,6 +1,7 @@
 #include "engine/projector.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "kernels/number_formats.hpp"
 #include "kernels/ref/layer_ops_ref.hpp"
@@ -18,6 +19,12 @@ namespace kvscope {
 constexpr bool kDecodeUsesGemv = true;
 
 void Projector::operator()(const float* x, const WeightsView& w, std::size_t m, float* y) {
+  const auto start = std::chrono::steady_clock::now();
+  multiply(x, w, m, y);
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, float* y) {
   if (isa_ == Isa::scalar) return matmul_ref(x, w, m, y, threads_);
   if (m == 1 && kDecodeUsesGemv) return gemv(x, w, y, isa_, threads_);
   if (w.dtype == WeightDtype::f32) {

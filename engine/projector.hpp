@@ -35,8 +35,11 @@ class Projector {
   void operator()(const float* x, const WeightsView& w, std::size_t m, float* y);
 
   const DnnlMatmul& dnnl() const { return dnnl_; }
+  // Wall time spent in projections since construction (what share of a step reads weights).
+  double seconds() const { return seconds_; }
 
  private:
+  void multiply(const float* x, const WeightsView& w, std::size_t m, float* y);
   void multiply_widened(const float* x, const WeightsView& w, std::size_t m, float* y);
   void multiply_bf16(const float* x, const WeightsView& w, std::size_t m, float* y);
 
@@ -47,6 +50,7 @@ class Projector {
   DnnlMatmul dnnl_;
   std::vector<float> widened_;        // a block of W's rows in f32
   std::vector<std::uint16_t> x_bf16_;  // x rounded to bf16
+  double seconds_ = 0;
 };
 
 }  // namespace kvscope

@@ -324,14 +324,18 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows) {
   char buf[1000];
   std::snprintf(buf, sizeof buf,
                 "The full layer (%s %s, %s tokens, %s weights): a step takes %s and reads %s, "
-                "%s of weights and %s of cache. Reading the weights at the measured %.1f GB/s "
-                "is %.0f%% of it, the attention step measured above %.0f%%, the rest (norms, "
-                "RoPE, activations, projections below bandwidth) %.0f%%.\n",
+                "%s of weights and %s of cache. Timed inside the step: the projections "
+                "(reading the weights, %.1f GB/s) take %.0f%% of it, attention (reading the "
+                "cache) %.0f%%, the rest (norms, RoPE, SwiGLU, residuals) %.0f%%.\n",
                 r->variant.c_str(), std::string(to_string(r->kv_dtype)).c_str(),
                 with_commas(r->tokens).c_str(), std::string(to_string(r->weights_dtype)).c_str(),
                 format_seconds(r->layer_seconds_median).c_str(), mb(r->layer_bytes_per_step).c_str(),
                 mb(r->layer_weight_bytes).c_str(),
-                mb(r->layer_bytes_per_step - r->layer_weight_bytes).c_str(), r->read_bandwidth_gbps,
+                mb(r->layer_bytes_per_step - r->layer_weight_bytes).c_str(),
+                r->layer_weights_share > 0 ? static_cast<double>(r->layer_weight_bytes) /
+                                                 (r->layer_weights_share * r->layer_seconds_median) /
+                                                 1e9
+                                           : 0.0,
                 100 * r->layer_weights_share, 100 * r->layer_attention_share,
                 100 * r->layer_other_share);
   std::string text = buf;

@@ -32,6 +32,8 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
   fill_uniform(x, 7, -1.0f, 1.0f);
   (void)layer.decode(x.data());  // warm-up: first-touch pages, primitive creation
   std::vector<double> seconds;
+  const double projection_before = layer.projection_seconds();
+  const double attention_before = layer.attention_seconds();
   for (int i = 0; i < steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     (void)layer.decode(x.data());
@@ -39,6 +41,11 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   LayerTiming t;
+  double total = 0;
+  for (double step : seconds) total += step;
+  t.projection_share = (layer.projection_seconds() - projection_before) / total;
+  t.attention_share = (layer.attention_seconds() - attention_before) / total;
+  t.other_share = std::max(0.0, 1.0 - t.projection_share - t.attention_share);
   t.median_s = median(seconds);
   t.tokens_per_s = 1.0 / t.median_s;
   t.weight_bytes = config.weight_bytes(weights_dtype);

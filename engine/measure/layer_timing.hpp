@@ -14,6 +14,9 @@ struct LayerTiming {
   double tokens_per_s = 0;
   std::uint64_t weight_bytes = 0;    // in their dtype: every step reads them all once
   std::uint64_t bytes_per_step = 0;  // weights + the KV cache re-read
+  // Of the timed steps' wall time: in the projections (reading the weights), in attention
+  // (reading the cache), and the rest (norms, RoPE, SwiGLU, residuals, allocation).
+  double projection_share = 0, attention_share = 0, other_share = 0;
 };
 
 // Builds a layer with seeded random weights in `weights_dtype`, fills its cache with

@@ -104,17 +104,6 @@ void finish_row(ReportRow& row, const std::vector<double>& model_steps, int repe
                   : "compute";
 }
 
-// Where the full layer's step goes: reading its weights at the row's read bandwidth, the
-// attention step measured for the row, and the rest (norms, RoPE, activations, overheads).
-void split_layer_step(ReportRow& row) {
-  const double weights_s =
-      static_cast<double>(row.layer_weight_bytes) / (row.read_bandwidth_gbps * 1e9);
-  row.layer_weights_share = std::min(1.0, weights_s / row.layer_seconds_median);
-  row.layer_attention_share = std::min(1.0 - row.layer_weights_share,
-                                       row.attn_seconds_median / row.layer_seconds_median);
-  row.layer_other_share = 1.0 - row.layer_weights_share - row.layer_attention_share;
-}
-
 }  // namespace
 
 std::uint64_t decode_attention_flops(std::int64_t n_heads, std::int64_t head_dim,
@@ -256,6 +245,9 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         row.weights_dtype = r.weights_dtype;
         row.layer_weight_bytes = layer.weight_bytes;
         row.layer_bytes_per_step = layer.bytes_per_step;
+        row.layer_weights_share = layer.projection_share;
+        row.layer_attention_share = layer.attention_share;
+        row.layer_other_share = layer.other_share;
         if (r.measure_prefill) {
           const LayerPrefillTiming prefill = time_layer_prefill(
               config, row.tokens, row.kv_dtype, r.isa, r.threads, r.compute, r.weights_dtype);
@@ -269,7 +261,6 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   MachineObservations seen = observe(before, sample_machine());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     finish_row(rows[i], steps[i], r.repetitions);
-    if (r.measure_layer) split_layer_step(rows[i]);
     seen.step_spreads.push_back(spread(rows[i].attn_seconds_repetitions));
     seen.bandwidth_drifts.push_back(spread(rows[i].read_bandwidth_repetitions));
   }

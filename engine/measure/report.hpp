@@ -77,8 +77,8 @@ struct ReportRow {
   WeightDtype weights_dtype = WeightDtype::bf16;
   std::uint64_t layer_weight_bytes = 0;    // in weights_dtype
   std::uint64_t layer_bytes_per_step = 0;  // weights + cache
-  // Where the layer step goes: reading the weights at the read loop's bandwidth, the
-  // attention step measured above, and the rest (norms, RoPE, activations, overheads).
+  // Where the layer's decode step goes, timed inside it: the projections (reading the
+  // weights), attention (reading the cache) and the rest (norms, RoPE, SwiGLU, residuals).
   double layer_weights_share = 0, layer_attention_share = 0, layer_other_share = 0;
   // The full layer's prefill of `tokens` tokens from an empty cache: the time to first token.
   double prefill_seconds = 0;  // 0 when not measured
