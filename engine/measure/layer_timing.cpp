@@ -13,9 +13,9 @@
 
 namespace kvscope {
 
-LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvTypes kv_dtype,
-                              Isa isa, int threads, int steps, ComputeMode compute,
-                              WeightDtype weights_dtype) {
+LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& weights,
+                              std::int64_t context, KvTypes kv_dtype, Isa isa, int threads,
+                              int steps, ComputeMode compute) {
   if (steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(steps));
   if (context < 1 || static_cast<std::uint64_t>(context) + steps + 1 > config.capacity()) {
@@ -23,7 +23,7 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
                                 std::to_string(steps + 1) + " steps exceeds the capacity " +
                                 std::to_string(config.capacity()));
   }
-  DecoderLayer layer(config, LayerWeights::random(config, 42, weights_dtype),
+  DecoderLayer layer(config, weights,
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = threads, .compute = compute});
   append_random_context(
       static_cast<std::size_t>(context), config.kv_width(), 1,
@@ -48,7 +48,7 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
   t.other_share = std::max(0.0, 1.0 - t.projection_share - t.attention_share);
   t.median_s = median(seconds);
   t.tokens_per_s = 1.0 / t.median_s;
-  t.weight_bytes = config.weight_bytes(weights_dtype);
+  t.weight_bytes = config.weight_bytes(weights.wq.dtype());
   t.bytes_per_step = t.weight_bytes +
                      kv_footprint({.n_kv_heads = static_cast<std::int64_t>(config.n_kv_heads()),
                                    .head_dim = static_cast<std::int64_t>(config.head_dim()),
@@ -70,15 +70,15 @@ std::uint64_t layer_prefill_bytes(const LayerConfig& c, std::int64_t tokens, KvT
                      activations, "prefill memory");
 }
 
-LayerPrefillTiming time_layer_prefill(const LayerConfig& config, std::int64_t tokens,
-                                      KvTypes kv_dtype, Isa isa, int threads, ComputeMode compute,
-                                      WeightDtype weights_dtype) {
+LayerPrefillTiming time_layer_prefill(const LayerConfig& config, const LayerWeights& weights,
+                                      std::int64_t tokens, KvTypes kv_dtype, Isa isa,
+                                      int threads, ComputeMode compute) {
   if (tokens < 1 || static_cast<std::uint64_t>(tokens) > config.capacity()) {
     throw std::invalid_argument("prefill of " + std::to_string(tokens) +
                                 " tokens does not fit the capacity " +
                                 std::to_string(config.capacity()));
   }
-  DecoderLayer layer(config, LayerWeights::random(config, 42, weights_dtype),
+  DecoderLayer layer(config, weights,
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = threads, .compute = compute});
   const auto n = static_cast<std::size_t>(tokens);
   std::vector<float> x(n * config.hidden_size());

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "engine/layer_config.hpp"
+#include "engine/layer_weights.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/units/compute_unit.hpp"
@@ -19,13 +20,13 @@ struct LayerTiming {
   double projection_share = 0, attention_share = 0, other_share = 0;
 };
 
-// Builds a layer with seeded random weights in `weights_dtype`, fills its cache with
-// `context` random rows, then times `steps` decode steps (after one warm-up) of the token
-// at position `context`. config.capacity() must exceed `context` + steps.
-LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, KvTypes kv_dtype,
-                              Isa isa, int threads, int steps,
-                              ComputeMode compute = ComputeMode::exact,
-                              WeightDtype weights_dtype = WeightDtype::f32);
+// Builds a layer over `weights` (shared, not copied: LayerWeights::random(config, …) once
+// serves every cache type of a shape), fills its cache with `context` random rows, then
+// times `steps` decode steps (after one warm-up) of the token at position `context`.
+// config.capacity() must exceed `context` + steps.
+LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& weights,
+                              std::int64_t context, KvTypes kv_dtype, Isa isa, int threads,
+                              int steps, ComputeMode compute = ComputeMode::exact);
 
 // Bytes a prefill of `tokens` holds at once: weights, the cache and the activations
 // (x, normed x, q, k, v, attention output, residual, gate, up, output: [tokens × width] f32).
@@ -42,8 +43,8 @@ struct LayerPrefillTiming {
 // `tokens` random rows from an empty cache, as a first request meets it: no warm-up run
 // (it measured within noise of a second run: oneDNN's primitives take milliseconds to
 // create against seconds of matmul).
-LayerPrefillTiming time_layer_prefill(const LayerConfig& config, std::int64_t tokens,
-                                      KvTypes kv_dtype, Isa isa, int threads, ComputeMode compute,
-                                      WeightDtype weights_dtype);
+LayerPrefillTiming time_layer_prefill(const LayerConfig& config, const LayerWeights& weights,
+                                      std::int64_t tokens, KvTypes kv_dtype, Isa isa,
+                                      int threads, ComputeMode compute);
 
 }  // namespace kvscope

@@ -25,9 +25,9 @@ std::vector<double> time_repeats(int repeats, Work&& work) {
 }  // namespace
 
 double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, int repeats) {
+  // AlignedBuffer's pages are written (zeroed) when allocated, so each is its own physical
+  // page: none reads the shared zero page.
   AlignedBuffer buffer(bytes, "read-bandwidth buffer");
-  // Distinct, non-zero pages: zero pages could all map to one shared physical page.
-  for (std::size_t i = 0; i < buffer.bytes(); i += 64) buffer.data()[i] = std::byte{1};
   volatile float sink = read_sweep(buffer.data(), buffer.bytes(), isa, threads);  // warm-up
   const std::vector<double> seconds = time_repeats(
       repeats, [&] { sink = read_sweep(buffer.data(), buffer.bytes(), isa, threads); });
@@ -40,7 +40,6 @@ double measure_read_bandwidth_gbps(const CachePlan& plan, Isa isa, int threads, 
   // Each copy starts on its own page, like a separately allocated cache.
   const std::size_t stride = (plan.cache_bytes + 4095) / 4096 * 4096;
   AlignedBuffer buffer(stride * plan.caches, "read-bandwidth buffers");
-  for (std::size_t i = 0; i < buffer.bytes(); i += 64) buffer.data()[i] = std::byte{1};
   std::size_t cursor = 0;
   volatile float sink = 0;
   const bool flush = plan.state == CacheState::cold && plan.method == ColdMethod::flush;
