@@ -25,7 +25,7 @@ DecoderLayer::DecoderLayer(const LayerConfig& config, LayerWeights weights, Opti
     : config_(config),
       weights_(std::move(weights)),
       options_(options),
-      cache_(config, options.kv_dtype),
+      own_{KvCache(config, options.kv_dtype), 0},
       projector_(options.isa, options.threads, options.compute) {
   weights_.check_shapes(config_);
   if (options_.threads < 1) {
@@ -34,15 +34,56 @@ DecoderLayer::DecoderLayer(const LayerConfig& config, LayerWeights weights, Opti
   }
 }
 
-std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
+LayerSequence DecoderLayer::new_sequence() const {
+  return {KvCache(config_, options_.kv_dtype), 0};
+}
+
+std::vector<float> DecoderLayer::prefill(LayerSequence& sequence, const float* x, std::size_t n) {
+  if (n == 0) throw std::invalid_argument("prefill needs at least one token");
+  return forward(x, {{&sequence, n}});
+}
+
+std::vector<float> DecoderLayer::decode_batch(const float* x,
+                                              const std::vector<LayerSequence*>& sequences) {
+  if (sequences.empty()) throw std::invalid_argument("a batch needs at least one sequence");
+  std::vector<Run> runs;
+  for (std::size_t b = 0; b < sequences.size(); ++b) {
+    if (sequences[b] == nullptr)
+      throw std::invalid_argument("sequence " + std::to_string(b) + " of the batch is null");
+    for (std::size_t a = 0; a < b; ++a) {
+      if (sequences[a] == sequences[b]) {
+        throw std::invalid_argument("sequences " + std::to_string(a) + " and " +
+                                    std::to_string(b) +
+                                    " of the batch are the same: one token per sequence a step");
+      }
+    }
+    runs.push_back({sequences[b], 1});
+  }
+  return forward(x, runs);
+}
+
+std::vector<float> DecoderLayer::forward(const float* x, const std::vector<Run>& runs) {
   const LayerConfig& c = config_;
   const LayerWeights& w = weights_;
   const std::size_t hidden = c.hidden_size();
-  if (n == 0) throw std::invalid_argument("prefill needs at least one token");
-  if (n > c.capacity() - position_) {
-    throw std::length_error("tokens beyond capacity: the layer holds " +
-                            std::to_string(position_) + " of " + std::to_string(c.capacity()) +
-                            " tokens, " + std::to_string(n) + " more do not fit");
+  std::size_t n = 0;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const LayerSequence& s = *runs[r].sequence;
+    const std::string which =
+        runs.size() > 1 ? "sequence " + std::to_string(r) + " of the batch: " : "";
+    if (s.cache.n_kv_heads() != c.n_kv_heads() || s.cache.head_dim() != c.head_dim() ||
+        s.cache.capacity() != c.cache_rows() || !(s.cache.types() == options_.kv_dtype)) {
+      throw std::invalid_argument(which +
+                                  "its cache was made for another layer shape or cache type "
+                                  "(use DecoderLayer::new_sequence())");
+    }
+    if (runs[r].rows > c.capacity() - s.position) {
+      throw std::length_error(which + "tokens beyond capacity: the layer holds " +
+                              std::to_string(s.position) + " of " +
+                              std::to_string(c.capacity()) + " tokens, " +
+                              std::to_string(runs[r].rows) + " more do not fit");
+    }
+    n += runs[r].rows;
   }
   for (std::size_t i = 0; i < n * hidden; ++i) {
     if (!std::isfinite(x[i])) {
@@ -52,7 +93,7 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
     }
   }
 
-  // Attention block.
+  // Attention block: every row through the projections at once.
   std::vector<float> h(n * hidden);
   rmsnorm_ref(x, w.attn_norm.data(), n, hidden, c.rms_norm_eps(), h.data());
   std::vector<float> q(n * c.q_width()), k(n * c.kv_width()), v(n * c.kv_width());
@@ -68,16 +109,24 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
     rmsnorm_ref(k.data(), w.k_norm.data(), n * c.n_kv_heads(), c.head_dim(), c.rms_norm_eps(),
                 k.data());
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t pos = position_ + i;
-    rope_table_ref(q.data() + i * c.q_width(), c.n_heads(), c.head_dim(), pos,
-                   c.rope_inv_freq().data());
-    rope_table_ref(k.data() + i * c.kv_width(), c.n_kv_heads(), c.head_dim(), pos,
-                   c.rope_inv_freq().data());
+  std::size_t row = 0;
+  for (const Run& run : runs) {  // each row at its own sequence's next position
+    for (std::size_t i = 0; i < run.rows; ++i, ++row) {
+      const std::size_t pos = run.sequence->position + i;
+      rope_table_ref(q.data() + row * c.q_width(), c.n_heads(), c.head_dim(), pos,
+                     c.rope_inv_freq().data());
+      rope_table_ref(k.data() + row * c.kv_width(), c.n_kv_heads(), c.head_dim(), pos,
+                     c.rope_inv_freq().data());
+    }
   }
   std::vector<float> heads(n * c.q_width());
   const auto attention_start = std::chrono::steady_clock::now();
-  attend_new_tokens(q.data(), k.data(), v.data(), n, heads.data());
+  row = 0;
+  for (const Run& run : runs) {  // each sequence over its own cache
+    attend_new_tokens(*run.sequence, q.data() + row * c.q_width(), k.data() + row * c.kv_width(),
+                      v.data() + row * c.kv_width(), run.rows, heads.data() + row * c.q_width());
+    row += run.rows;
+  }
   attention_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_start).count();
   std::vector<float> y(n * hidden);
@@ -102,29 +151,31 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
 // covers the tokens. Past that, each token is appended to the ring, overwriting the key that
 // just left its window, and attends as a decode step to the W rows there: exactly the keys
 // j with 0 ≤ i − j < W. Every kernel (scalar, SIMD, dot units) then sees a plain full cache.
-void DecoderLayer::attend_new_tokens(const float* q, const float* k, const float* v, std::size_t n,
-                                     float* heads) {
+void DecoderLayer::attend_new_tokens(LayerSequence& sequence, const float* q, const float* k,
+                                     const float* v, std::size_t n, float* heads) {
   const LayerConfig& c = config_;
-  const std::size_t rows = cache_.capacity();
-  const std::size_t in_order = position_ < rows ? std::min(n, rows - position_) : 0;
+  KvCache& cache = sequence.cache;
+  std::size_t& position = sequence.position;
+  const std::size_t rows = cache.capacity();
+  const std::size_t in_order = position < rows ? std::min(n, rows - position) : 0;
   if (in_order > 0) {
-    cache_.append_ring(k, v, in_order);
+    cache.append_ring(k, v, in_order);
     attend({.q = q,
             .n_queries = in_order,
-            .first_pos = position_,
+            .first_pos = position,
             .n_heads = c.n_heads(),
-            .kv = cache_.view(),
+            .kv = cache.view(),
             .out = heads},
            options_.isa, options_.threads, options_.compute);
-    position_ += in_order;
+    position += in_order;
   }
-  for (std::size_t i = in_order; i < n; ++i, ++position_) {
-    cache_.append_ring(k + i * c.kv_width(), v + i * c.kv_width(), 1);
+  for (std::size_t i = in_order; i < n; ++i, ++position) {
+    cache.append_ring(k + i * c.kv_width(), v + i * c.kv_width(), 1);
     attend({.q = q + i * c.q_width(),
             .n_queries = 1,
             .first_pos = rows - 1,  // the query sees all `rows` ring rows
             .n_heads = c.n_heads(),
-            .kv = cache_.view(),
+            .kv = cache.view(),
             .out = heads + i * c.q_width()},
            options_.isa, options_.threads, options_.compute);
   }

@@ -12,12 +12,29 @@
 
 namespace kvscope {
 
+// One sequence's state in a layer: its KV cache and the tokens it has seen. A layer owns one
+// (prefill/decode below); a batch brings one per sequence (DecoderLayer::new_sequence()).
+struct LayerSequence {
+  KvCache cache;             // config.cache_rows() rows: a ring of W under a sliding window W
+  std::size_t position = 0;  // tokens seen so far
+
+  void reset() {
+    cache.clear();
+    position = 0;
+  }
+};
+
 // y = x + Attention(RMSNorm(x)); out = y + down(silu(gate·h) ⊙ up·h), h = RMSNorm(y).
 // Attention: Q=hW_Qᵀ(+b_q), K=hW_Kᵀ(+b_k), V=hW_Vᵀ(+b_v); with qk_norm, RMSNorm over head_dim
 // on every q and k head; RoPE on q and k (the config's frequency table); causal
 // softmax(QKᵀ/√head_dim)V per head, over the last W keys only with a sliding window W;
 // heads concatenated and projected by W_O (+b_o). Positions continue from earlier calls: a
 // prefill of n tokens followed by decode steps equals one prefill of them all.
+//
+// Batches: decode_batch() advances B sequences by one token each in one step. The
+// projections and the MLP run once over the [B × hidden] rows (the weights are read once
+// for B tokens); attention runs per sequence over its own cache, at its own position
+// (ragged). Each sequence's output equals running it alone.
 class DecoderLayer {
  public:
   struct Options {
@@ -32,10 +49,21 @@ class DecoderLayer {
   // x: [n × hidden_size] at positions position() … + n − 1; returns [n × hidden_size].
   // Throws, with the cache unchanged, if n is 0, the tokens exceed the cache's capacity,
   // or x holds NaN or infinity.
-  std::vector<float> prefill(const float* x, std::size_t n);
+  std::vector<float> prefill(const float* x, std::size_t n) { return prefill(own_, x, n); }
 
   // One token x: [hidden_size]: a prefill of one row.
   std::vector<float> decode(const float* x) { return prefill(x, 1); }
+
+  // An empty sequence for this layer's batches (a cache of the layer's shape and type).
+  LayerSequence new_sequence() const;
+
+  // The same as prefill() and decode(), on `sequence` instead of the layer's own.
+  std::vector<float> prefill(LayerSequence& sequence, const float* x, std::size_t n);
+
+  // x: [B × hidden_size], row b the next token of sequences[b]; returns [B × hidden_size].
+  // Throws, with every cache unchanged, if B is 0, a sequence appears twice, one is full or
+  // was made for another shape, or x holds NaN or infinity.
+  std::vector<float> decode_batch(const float* x, const std::vector<LayerSequence*>& sequences);
 
   const LayerConfig& config() const { return config_; }
   // Wall time spent in attention (scores, softmax, values: not the projections) since
@@ -43,34 +71,43 @@ class DecoderLayer {
   double attention_seconds() const { return attention_seconds_; }
   // Wall time spent in the seven projections (reading the weights) since construction.
   double projection_seconds() const { return projector_.seconds(); }
-  const KvCache& cache() const { return cache_; }
-  std::size_t position() const { return position_; }  // tokens seen so far
-  void reset() {
-    cache_.clear();
-    position_ = 0;
-  }
+  const KvCache& cache() const { return own_.cache; }
+  std::size_t position() const { return own_.position; }  // tokens seen so far
+  void reset() { own_.reset(); }
 
   // Appends stand-in context rows k, v [n × n_kv_heads × head_dim] (RoPE already applied)
   // straight to the cache, without computing them: lets a measurement decode at position
   // n without paying for an n-token prefill first.
   void append_context(const float* k, const float* v, std::size_t n) {
-    cache_.append(k, v, n);
-    position_ += n;
+    append_context(own_, k, v, n);
+  }
+  static void append_context(LayerSequence& sequence, const float* k, const float* v,
+                             std::size_t n) {
+    sequence.cache.append(k, v, n);
+    sequence.position += n;
   }
 
  private:
+  // `rows` consecutive rows of x belong to `sequence`, the next tokens after its position.
+  struct Run {
+    LayerSequence* sequence;
+    std::size_t rows;
+  };
+
   LayerConfig config_;
   LayerWeights weights_;
   Options options_;
-  KvCache cache_;  // config.cache_rows() rows: a ring of W under a sliding window W
-  std::size_t position_ = 0;
+  LayerSequence own_;
   Projector projector_;  // matmul_ref for Isa::scalar, else oneDNN / GEMV
   double attention_seconds_ = 0;
 
-  // Appends the roped k, v of queries at positions position_ … + n − 1 to the cache and
-  // attends each q to the keys it sees; heads: [n × q_width].
-  void attend_new_tokens(const float* q, const float* k, const float* v, std::size_t n,
-                         float* heads);
+  // The layer over x [n × hidden], n the rows of all runs together; validates first.
+  std::vector<float> forward(const float* x, const std::vector<Run>& runs);
+
+  // Appends the roped k, v of a run's queries to its cache and attends each q to the keys
+  // it sees; heads: [n × q_width].
+  void attend_new_tokens(LayerSequence& sequence, const float* q, const float* k,
+                         const float* v, std::size_t n, float* heads);
 };
 
 }  // namespace kvscope
