@@ -4,7 +4,9 @@
 //             [--compute exact|fast]
 // Loads layer I of the model in DIR (config.json + safetensors), feeds X [n × hidden] at
 // positions 0 … n−1 (rows 0 … P−1 in one prefill, the rest one decode step each, cache
-// capacity n) and writes the layer's output [n × hidden] to Y as float32.
+// capacity n) and writes the layer's output [n × hidden] to Y as float32. X [B × n × hidden]
+// holds B independent sequences, each from position 0 with its own cache: each prefills its
+// first P rows, then all B decode together, one batched step per row; Y is [B × n × hidden].
 #include "tools/cmd_run.hpp"
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/checked_math.hpp"
 #include "engine/decoder_layer.hpp"
 #include "engine/memory.hpp"
 #include "engine/model/hf_config.hpp"
@@ -75,21 +78,29 @@ void run(const RunOptions& o, const RunChoices& choices) {
 
   const NpyArray input = read_npy(o.input);
   const auto hidden = static_cast<std::uint64_t>(hf.shape.hidden_size);
-  if (input.shape.size() != 2 || input.shape[0] == 0 || input.shape[1] != hidden) {
+  const std::vector<std::uint64_t>& shape = input.shape;
+  const bool batched = shape.size() == 3;
+  if ((shape.size() != 2 && !batched) || shape.back() != hidden ||
+      (batched && shape[0] == 0) || shape[batched ? 1 : 0] == 0) {
     fail(o.input, "expected a float32 array [n, hidden_size = " + std::to_string(hidden) +
-                      "] with n ≥ 1, got shape " + shape_to_string(input.shape));
+                      "] or [B, n, hidden_size] (B sequences) with B, n ≥ 1, got shape " +
+                      shape_to_string(shape));
   }
-  const std::size_t n = input.shape[0];
+  const std::size_t batch = batched ? shape[0] : 1;
+  const std::size_t n = shape[batched ? 1 : 0];
   for (std::size_t i = 0; i < input.data.size(); ++i) {
     if (!std::isfinite(input.data[i])) {
-      fail(o.input, "row " + std::to_string(i / hidden) + ", column " + std::to_string(i % hidden) +
-                        " is not finite (" + std::to_string(input.data[i]) + ")");
+      const std::size_t row = i / hidden;
+      fail(o.input, (batched ? "sequence " + std::to_string(row / n) + ", " : std::string()) +
+                        "row " + std::to_string(row % n) + ", column " +
+                        std::to_string(i % hidden) + " is not finite (" +
+                        std::to_string(input.data[i]) + ")");
     }
   }
   const std::size_t prefill = o.prefill < 0 ? n : static_cast<std::size_t>(o.prefill);
   if (prefill > n) {
-    fail("--prefill",
-         std::to_string(prefill) + " exceeds the " + std::to_string(n) + " rows of " + o.input);
+    fail("--prefill", std::to_string(prefill) + " exceeds the " + std::to_string(n) +
+                          " rows of " + (batched ? "each sequence of " : "") + o.input);
   }
 
   hf.shape.capacity = static_cast<std::int64_t>(n);
@@ -107,16 +118,37 @@ void run(const RunOptions& o, const RunChoices& choices) {
   DecoderLayer layer(config, std::move(weights),
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = o.threads, .compute = compute});
 
-  std::vector<float> output;
-  output.reserve(n * hidden);
-  if (prefill > 0) output = layer.prefill(input.data.data(), prefill);
-  for (std::size_t row = prefill; row < n; ++row) {
-    const std::vector<float> y = layer.decode(input.data.data() + row * hidden);
-    output.insert(output.end(), y.begin(), y.end());
+  require_memory(checked_mul(config.kv_cache_bytes(kv_dtype), batch, "the batch's KV caches"),
+                 "the KV caches of the batch");
+  std::vector<LayerSequence> sequences;
+  for (std::size_t b = 0; b < batch; ++b) sequences.push_back(layer.new_sequence());
+  const float* in = input.data.data();
+  std::vector<float> output(batch * n * hidden);
+  const auto at = [&](std::size_t b, std::size_t row) { return (b * n + row) * hidden; };
+  if (prefill > 0) {
+    for (std::size_t b = 0; b < batch; ++b) {
+      const std::vector<float> y = layer.prefill(sequences[b], in + at(b, 0), prefill);
+      std::copy(y.begin(), y.end(), output.begin() + static_cast<std::ptrdiff_t>(at(b, 0)));
+    }
+  }
+  std::vector<LayerSequence*> step_batch;
+  for (LayerSequence& s : sequences) step_batch.push_back(&s);
+  std::vector<float> x(batch * hidden);
+  for (std::size_t row = prefill; row < n; ++row) {  // one step: row `row` of every sequence
+    for (std::size_t b = 0; b < batch; ++b)
+      std::copy_n(in + at(b, row), hidden, x.begin() + static_cast<std::ptrdiff_t>(b * hidden));
+    const std::vector<float> y = layer.decode_batch(x.data(), step_batch);
+    for (std::size_t b = 0; b < batch; ++b) {
+      std::copy_n(y.begin() + static_cast<std::ptrdiff_t>(b * hidden), hidden,
+                  output.begin() + static_cast<std::ptrdiff_t>(at(b, row)));
+    }
   }
   write_npy(o.output, input.shape, output);
-  std::cout << "wrote " << o.output << " [" << n << " × " << hidden << "]: layer " << o.layer
-            << ", " << prefill << " rows prefilled, " << n - prefill << " decoded, isa "
+  std::cout << "wrote " << o.output << " ["
+            << (batched ? std::to_string(batch) + " × " : std::string()) << n << " × " << hidden
+            << "]: layer " << o.layer << ", " << prefill << " rows prefilled, " << n - prefill
+            << " decoded" << (batched ? " (" + std::to_string(batch) + " sequences a step)" : "")
+            << ", isa "
             << to_string(isa) << ", kv " << to_string(kv_dtype) << ", attention on "
             << to_string(attention_compute_unit(kv_dtype, isa, compute,
                                                 config.n_heads() / config.n_kv_heads()))
@@ -124,7 +156,8 @@ void run(const RunOptions& o, const RunChoices& choices) {
             << "memory: peak RSS " << format_bytes(peak_rss_bytes()) << "; layer weights "
             << format_bytes(weight_bytes) << " (" << to_string(weights_dtype)
             << (mapped ? ", read in place from the mapped file" : ", copied") << "); KV cache "
-            << format_bytes(config.kv_cache_bytes(kv_dtype)) << "\n";
+            << format_bytes(config.kv_cache_bytes(kv_dtype))
+            << (batched ? " per sequence" : "") << "\n";
 }
 
 }  // namespace
@@ -140,11 +173,13 @@ void add_run_command(CLI::App& app, OnParsed then) {
   cmd->add_option("--layer", options->layer, "Layer index I (model.layers.I.*)")
       ->required()
       ->transform(integer_in(0));
-  cmd->add_option("--input", options->input, "Input X.npy, float32 [n, hidden_size]")->required();
-  cmd->add_option("--output", options->output, "Output Y.npy, float32 [n, hidden_size]")
+  cmd->add_option("--input", options->input,
+                  "Input X.npy, float32 [n, hidden_size], or [B, n, hidden_size]: B sequences")
       ->required();
+  cmd->add_option("--output", options->output, "Output Y.npy, float32, X's shape")->required();
   cmd->add_option("--prefill", options->prefill,
-                  "Rows through one prefill; the rest decode one at a time (default: all)")
+                  "Rows through one prefill (of each sequence); the rest decode one at a time, "
+                  "all sequences in one step (default: all)")
       ->transform(integer_in(0));
   add_kv_dtype_flag(*cmd, options->kv_dtype);
   cmd->add_option("--threads", options->threads, "Threads (at most 4 × the hardware threads)")

@@ -96,6 +96,41 @@ TEST_F(RunCli, OutputMatchesReferenceForEveryPrefillSplit) {
   }
 }
 
+// X [B, n, hidden]: B independent sequences decoded together (one batched step per row after
+// each sequence's own prefill of --prefill rows). Each must match the float64 layer over its
+// own rows, as if run alone, and the output keeps X's shape.
+TEST_F(RunCli, BatchOfSequencesEachMatchesItsOwnReference) {
+  const std::size_t batch = 3;
+  std::vector<float> xs;
+  std::vector<std::vector<float>> each;
+  for (std::size_t b = 0; b < batch; ++b) {
+    each.push_back(test::test_input(n_, 32, 20 + b));
+    xs.insert(xs.end(), each.back().begin(), each.back().end());
+  }
+  write_npy(dir_ / "xb.npy", std::vector<std::uint64_t>{batch, n_, 32}, xs);
+  for (const std::string split : {"", " --prefill 0", " --prefill 2", " --isa scalar --prefill 1"}) {
+    std::filesystem::remove(dir_ / "y.npy");
+    const Result r = kvscope(dir_, base_args("xb.npy") + " --compute exact" + split);
+    ASSERT_EQ(r.status, 0) << split << ": " << r.err;
+    const NpyArray y = read_npy(dir_ / "y.npy");
+    ASSERT_EQ(y.shape, (std::vector<std::uint64_t>{batch, n_, 32}));
+    for (std::size_t b = 0; b < batch; ++b) {
+      const std::vector<float> mine(y.data.begin() + static_cast<std::ptrdiff_t>(b * n_ * 32),
+                                    y.data.begin() + static_cast<std::ptrdiff_t>((b + 1) * n_ * 32));
+      EXPECT_LT(test::relative_error(mine, test::reference_layer(shape_, weights_, each[b], n_)),
+                1e-4)
+          << split << ", sequence " << b;
+    }
+  }
+  std::vector<float> nan_xs = xs;
+  nan_xs[(n_ + 2) * 32 + 5] = std::nanf("");
+  write_npy(dir_ / "nanb.npy", std::vector<std::uint64_t>{batch, n_, 32}, nan_xs);
+  expect_failure(base_args("nanb.npy"), {"nanb.npy", "sequence 1, row 2, column 5"});
+  write_npy(dir_ / "zero.npy", std::vector<std::uint64_t>{0, n_, 32}, std::vector<float>{});
+  expect_failure(base_args("zero.npy"), {"zero.npy", "[B, n, hidden_size]", "[0, 6, 32]"});
+  expect_failure(base_args("xb.npy") + " --prefill 7", {"--prefill", "each sequence"});
+}
+
 TEST_F(RunCli, BadInputsFailCleanlyAndKeepTheOutput) {
   write_npy(dir_ / "wide.npy", std::vector<std::uint64_t>{2, 33}, std::vector<float>(66, 0.5f));
   expect_failure(base_args("wide.npy"), {"wide.npy", "hidden_size = 32", "[2, 33]"});
