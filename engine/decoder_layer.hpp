@@ -71,6 +71,8 @@ class DecoderLayer {
   double attention_seconds() const { return attention_seconds_; }
   // Wall time spent in the seven projections (reading the weights) since construction.
   double projection_seconds() const { return projector_.seconds(); }
+  // The layer's own sequence: what prefill(x, n) and decode(x) advance.
+  LayerSequence& own_sequence() { return own_; }
   const KvCache& cache() const { return own_.cache; }
   std::size_t position() const { return own_.position; }  // tokens seen so far
   void reset() { own_.reset(); }

@@ -13,6 +13,7 @@ namespace kvscope::cli {
 inline constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
 inline constexpr int kMaxSteps = 1'000'000;           // --steps: a million decode steps
 inline constexpr int kMaxRepetitions = 100;           // --repetitions
+inline constexpr std::int64_t kMaxBatch = 4096;       // --batch: sequences decoded together
 inline constexpr double kMaxDurationSeconds = 86400;  // --duration: a day
 
 // The most threads --threads accepts: 4 × the hardware threads. More only measures the

@@ -33,6 +33,7 @@ struct ReportFlags {
   int steps = 10;
   int repetitions = 3;
   bool no_layer = false, no_prefill = false;
+  std::string batches = "1";
   std::string weights_dtype = "bf16";
   bool json = false;
   bool csv = false;
@@ -118,6 +119,13 @@ ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
   }
   request.measure_layer = !f.no_layer;
   request.measure_prefill = !f.no_prefill;
+  request.batches = parse_int_list(f.batches, "--batch");
+  for (std::int64_t b : request.batches) {
+    if (b > kMaxBatch) {
+      throw std::invalid_argument("--batch " + std::to_string(b) + " is above the limit of " +
+                                  std::to_string(kMaxBatch) + " sequences");
+    }
+  }
   request.weights_dtype = parse_weight_dtype(f.weights_dtype);
   request.isa = f.compute.resolved_isa();
   request.compute = f.compute.resolved_compute();
@@ -143,17 +151,22 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
       std::fprintf(stderr, "\r\033[Kmeasuring %.*s...", static_cast<int>(what.size()), what.data());
     };
   }
-  const std::vector<ReportRow> rows = run_report(request);
+  const std::vector<ReportRow> all_rows = run_report(request);
   if (show_progress) std::fprintf(stderr, "\r\033[K");
+  // The table, plots and paragraphs show batch 1; batches get a table of their own.
+  std::vector<ReportRow> rows;
+  for (const ReportRow& r : all_rows) {
+    if (r.batch == 1) rows.push_back(r);
+  }
 
   write_file(f.svg, report_svg(rows), "the SVG");
   write_file(f.roofline, roofline_svg(rows), "the roofline SVG");
   if (f.json) {
-    std::cout << report_json(rows).dump(2) << "\n";
+    std::cout << report_json(all_rows).dump(2) << "\n";
     return;
   }
   if (f.csv) {
-    std::cout << report_csv(rows);
+    std::cout << report_csv(all_rows);
     return;
   }
   const ReportRow& first = rows.front();
@@ -196,6 +209,19 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
       std::string(to_string(request.weights_dtype)).c_str());
   std::fputs(explain_report(rows).c_str(), stdout);
   std::fputs(explain_layer_step(rows).c_str(), stdout);
+  if (request.batches.size() > 1 || request.batches.front() > 1) {
+    std::printf("\nBatched decode: B sequences, each with its own cache of the row's tokens, "
+                "one token each per step (layer t/s counts all B tokens):\n");
+    std::vector<ReportRow> by_batch;  // each row followed by its batches
+    for (const ReportRow& r : rows) {
+      for (const ReportRow& b : all_rows) {
+        if (b.tokens == r.tokens && b.n_kv_heads == r.n_kv_heads && b.kv_dtype == r.kv_dtype)
+          by_batch.push_back(b);
+      }
+    }
+    std::fputs(report_batch_table(by_batch).c_str(), stdout);
+    std::fputs(explain_batches(by_batch).c_str(), stdout);
+  }
   std::uint64_t largest = 0;
   for (const ReportRow& r : rows) largest = std::max(largest, r.cache_bytes);
   std::printf("\nMemory: peak RSS %s; largest cache measured %s.\n",
@@ -220,6 +246,10 @@ void add_report_command(CLI::App& app, OnParsed then) {
                   "kv head counts, comma list (default: MHA, GQA-8, MQA)");
   cmd->add_option("--kv-dtypes", flags->kv_dtypes,
                   "cache types, comma list; K:V for different key and value types (int8:f16)")
+      ->capture_default_str();
+  cmd->add_option("--batch", flags->batches,
+                  "batch sizes of the full layer's decode step, comma list, e.g. 1,8,32: B "
+                  "sequences, each with its own cache, one token each per step")
       ->capture_default_str();
   cmd->add_option("--steps", flags->steps,
                   "timed decode steps per row, shared among the repetitions")

@@ -19,6 +19,7 @@ const std::vector<std::string> kColumns = {"variant",
                                            "head_dim",
                                            "tokens",
                                            "layers",
+                                           "batch",
                                            "kv_dtype",
                                            "k_dtype",
                                            "v_dtype",
@@ -53,6 +54,7 @@ const std::vector<std::string> kColumns = {"variant",
                                            "layer_weights_share",
                                            "layer_attention_share",
                                            "layer_other_share",
+                                           "kv_overtakes_weights_tokens",
                                            "prefill_seconds",
                                            "prefill_tokens_per_s",
                                            "prefill_attention_share",
@@ -70,6 +72,7 @@ const std::vector<std::string> kColumns = {"variant",
 
 nlohmann::json row_json(const ReportRow& r) {
   return {{"variant", r.variant},
+          {"batch", r.batch},
           {"n_heads", r.n_heads},
           {"n_kv_heads", r.n_kv_heads},
           {"head_dim", r.head_dim},
@@ -111,6 +114,7 @@ nlohmann::json row_json(const ReportRow& r) {
           {"layer_weights_share", r.layer_weights_share},
           {"layer_attention_share", r.layer_attention_share},
           {"layer_other_share", r.layer_other_share},
+          {"kv_overtakes_weights_tokens", r.kv_overtakes_weights_tokens},
           {"prefill_seconds", r.prefill_seconds},
           {"prefill_tokens_per_s", r.prefill_tokens_per_s},
           {"prefill_attention_share", r.prefill_attention_share},
@@ -345,6 +349,56 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows) {
                   "takes %s, %.0f tokens/s, %.0f%% of it in attention.\n",
                   with_commas(r->tokens).c_str(), format_seconds(r->prefill_seconds).c_str(),
                   r->prefill_tokens_per_s, 100 * r->prefill_attention_share);
+    text += buf;
+  }
+  return text;
+}
+
+std::string report_batch_table(const std::vector<ReportRow>& rows) {
+  std::string out;
+  char line[300];
+  std::snprintf(line, sizeof line, "%-7s %4s %-8s %7s %6s %12s %12s %12s %8s %8s %16s\n",
+                "variant", "kv", "cache", "tokens", "batch", "layer step", "layer t/s",
+                "read/step", "weights", "attn", "KV > weights at");
+  out += line;
+  for (const ReportRow& r : rows) {
+    if (r.layer_tokens_per_s <= 0) continue;
+    std::snprintf(line, sizeof line, "%-7s %4lld %-8s %7lld %6lld %12s %12.1f %12s %7.0f%% %7.0f%% %16s\n",
+                  r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
+                  to_string(r.kv_dtype).c_str(), static_cast<long long>(r.tokens),
+                  static_cast<long long>(r.batch), format_seconds(r.layer_seconds_median).c_str(),
+                  r.layer_tokens_per_s, mb(r.layer_bytes_per_step).c_str(),
+                  100 * r.layer_weights_share, 100 * r.layer_attention_share,
+                  (with_commas(static_cast<std::uint64_t>(r.kv_overtakes_weights_tokens)) +
+                   " tokens")
+                      .c_str());
+    out += line;
+  }
+  return out;
+}
+
+std::string explain_batches(const std::vector<ReportRow>& rows) {
+  std::string text;
+  std::vector<std::int64_t> seen;
+  for (const ReportRow& r : rows) {  // one sentence per batch size, on its first row
+    if (r.layer_tokens_per_s <= 0 ||
+        std::find(seen.begin(), seen.end(), r.batch) != seen.end())
+      continue;
+    seen.push_back(r.batch);
+    const std::uint64_t per_token = r.cache_bytes / static_cast<std::uint64_t>(r.tokens);
+    char buf[700];
+    std::snprintf(
+        buf, sizeof buf,
+        "At batch %lld (%s %s), a step reads the %s of weights once for %lld token%s and "
+        "%s bytes of cache per token of context per sequence: the cache's bytes overtake the "
+        "weights' from a context of %s tokens%s.\n",
+        static_cast<long long>(r.batch), r.variant.c_str(), to_string(r.kv_dtype).c_str(),
+        mb(r.layer_weight_bytes).c_str(), static_cast<long long>(r.batch),
+        r.batch == 1 ? "" : "s", with_commas(per_token).c_str(),
+        with_commas(static_cast<std::uint64_t>(r.kv_overtakes_weights_tokens)).c_str(),
+        r.tokens >= r.kv_overtakes_weights_tokens
+            ? (" (at " + with_commas(r.tokens) + " tokens the cache already dominates)").c_str()
+            : "");
     text += buf;
   }
   return text;

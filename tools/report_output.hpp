@@ -28,6 +28,15 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows);
 // what cold or warm means for the figures (the row explain_report explains).
 std::string explain_cache_fit(const std::vector<ReportRow>& rows);
 
+// The full layer's decode step per batch size: step time, tokens/s over the batch, bytes read
+// (weights once, every sequence's cache), the weights' and attention's shares, and the
+// context where the cache's bytes overtake the weights'. Rows without the layer are left out.
+std::string report_batch_table(const std::vector<ReportRow>& rows);
+
+// One sentence per batch size: the context at which KV-cache bytes read per step overtake
+// the weight bytes, for the first row of that batch.
+std::string explain_batches(const std::vector<ReportRow>& rows);
+
 // Decode tokens/s against context length, one line per variant × cache type, each with a
 // thin line of the same colour at its speed of light.
 std::string report_svg(const std::vector<ReportRow>& rows);

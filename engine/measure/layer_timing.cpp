@@ -10,33 +10,55 @@
 #include "engine/decoder_layer.hpp"
 #include "engine/kv_footprint.hpp"
 #include "engine/measure/decode_timing.hpp"
+#include "engine/memory.hpp"
 
 namespace kvscope {
 
 LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& weights,
                               std::int64_t context, KvTypes kv_dtype, Isa isa, int threads,
-                              int steps, ComputeMode compute) {
+                              int steps, ComputeMode compute, std::int64_t batch) {
   if (steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(steps));
+  if (batch < 1)
+    throw std::invalid_argument("batch must be at least 1, got " + std::to_string(batch));
   if (context < 1 || static_cast<std::uint64_t>(context) + steps + 1 > config.capacity()) {
     throw std::invalid_argument("context " + std::to_string(context) + " plus " +
                                 std::to_string(steps + 1) + " steps exceeds the capacity " +
                                 std::to_string(config.capacity()));
   }
+  const std::uint64_t cache_bytes =
+      kv_footprint({.n_kv_heads = static_cast<std::int64_t>(config.n_kv_heads()),
+                    .head_dim = static_cast<std::int64_t>(config.head_dim()),
+                    .tokens = context,
+                    .dtype = kv_dtype})
+          .total_bytes;
+  require_memory(checked_add(config.weight_bytes(weights.wq.dtype()),
+                             checked_mul(config.kv_cache_bytes(kv_dtype),
+                                         static_cast<std::uint64_t>(batch), "batch caches"),
+                             "batch memory"),
+                 "this batched layer measurement");
   DecoderLayer layer(config, weights,
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = threads, .compute = compute});
-  append_random_context(
-      static_cast<std::size_t>(context), config.kv_width(), 1,
-      [&](const float* k, const float* v, std::size_t n) { layer.append_context(k, v, n); });
-  std::vector<float> x(config.hidden_size());
+  std::vector<LayerSequence> sequences;
+  std::vector<LayerSequence*> step_batch;
+  for (std::int64_t b = 1; b < batch; ++b) sequences.push_back(layer.new_sequence());
+  step_batch.push_back(&layer.own_sequence());  // sequence 0: no cache beyond the layer's own
+  for (LayerSequence& s : sequences) step_batch.push_back(&s);
+  for (std::size_t b = 0; b < step_batch.size(); ++b) {
+    append_random_context(static_cast<std::size_t>(context), config.kv_width(), 1 + b,
+                          [&](const float* k, const float* v, std::size_t n) {
+                            DecoderLayer::append_context(*step_batch[b], k, v, n);
+                          });
+  }
+  std::vector<float> x(static_cast<std::size_t>(batch) * config.hidden_size());
   fill_uniform(x, 7, -1.0f, 1.0f);
-  (void)layer.decode(x.data());  // warm-up: first-touch pages, primitive creation
+  (void)layer.decode_batch(x.data(), step_batch);  // warm-up: first-touch pages, primitives
   std::vector<double> seconds;
   const double projection_before = layer.projection_seconds();
   const double attention_before = layer.attention_seconds();
   for (int i = 0; i < steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    (void)layer.decode(x.data());
+    (void)layer.decode_batch(x.data(), step_batch);
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
@@ -47,14 +69,9 @@ LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& wei
   t.attention_share = (layer.attention_seconds() - attention_before) / total;
   t.other_share = std::max(0.0, 1.0 - t.projection_share - t.attention_share);
   t.median_s = median(seconds);
-  t.tokens_per_s = 1.0 / t.median_s;
+  t.tokens_per_s = static_cast<double>(batch) / t.median_s;
   t.weight_bytes = config.weight_bytes(weights.wq.dtype());
-  t.bytes_per_step = t.weight_bytes +
-                     kv_footprint({.n_kv_heads = static_cast<std::int64_t>(config.n_kv_heads()),
-                                   .head_dim = static_cast<std::int64_t>(config.head_dim()),
-                                   .tokens = context,
-                                   .dtype = kv_dtype})
-                         .total_bytes;
+  t.bytes_per_step = t.weight_bytes + cache_bytes * static_cast<std::uint64_t>(batch);
   return t;
 }
 

@@ -23,10 +23,13 @@ struct LayerTiming {
 // Builds a layer over `weights` (shared, not copied: LayerWeights::random(config, …) once
 // serves every cache type of a shape), fills its cache with `context` random rows, then
 // times `steps` decode steps (after one warm-up) of the token at position `context`.
-// config.capacity() must exceed `context` + steps.
+// config.capacity() must exceed `context` + steps. With batch B > 1, B sequences, each with
+// its own cache of `context` rows, advance together: a step is one decode_batch of B tokens
+// (tokens_per_s counts all B) and bytes_per_step counts the weights once and B caches.
 LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& weights,
                               std::int64_t context, KvTypes kv_dtype, Isa isa, int threads,
-                              int steps, ComputeMode compute = ComputeMode::exact);
+                              int steps, ComputeMode compute = ComputeMode::exact,
+                              std::int64_t batch = 1);
 
 // Bytes a prefill of `tokens` holds at once: weights, the cache and the activations
 // (x, normed x, q, k, v, attention output, residual, gate, up, output: [tokens × width] f32).

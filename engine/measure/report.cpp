@@ -129,6 +129,14 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
   if (r.steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
   (void)steps_per_repetition(r.steps, r.repetitions);  // refuses repetitions < 1
+  for (std::int64_t batch : r.batches) {
+    if (batch < 1)
+      throw std::invalid_argument("batch sizes must be at least 1, got " + std::to_string(batch));
+    if (batch > 1 && !r.measure_layer) {
+      throw std::invalid_argument("batch " + std::to_string(batch) +
+                                  " needs the full layer, which --no-layer turns off");
+    }
+  }
   const std::uint64_t llc = report_llc_bytes(r, nullptr);
   std::uint64_t peak = 0;
   for (std::int64_t tokens : r.tokens) {
@@ -144,6 +152,13 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
         need = std::max(need, checked_mul(plan.cache_bytes, plan.caches, "report memory"));
         if (r.measure_layer) {
           need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
+          for (std::int64_t batch : r.batches) {  // the weights and a batch's caches
+            need = std::max(
+                need, checked_add(config.weight_bytes(r.weights_dtype),
+                                  checked_mul(cache, static_cast<std::uint64_t>(batch),
+                                              "report memory"),
+                                  "report memory"));
+          }
         }
         if (r.measure_layer && r.measure_prefill) {
           need = std::max(need, layer_prefill_bytes(config, tokens, dtype, r.weights_dtype));
@@ -186,6 +201,12 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   std::vector<std::vector<double>> steps(rows.size());
   LayerWeights layer_weights;  // the full layer's, for rows with layer_weights_kv_heads
   std::int64_t layer_weights_kv_heads = 0;
+  struct BatchedLayer {
+    std::size_t row;  // the batch-1 row it extends
+    std::int64_t batch;
+    LayerTiming layer;
+  };
+  std::vector<BatchedLayer> batched;
   for (int pass = 0; pass < r.repetitions; ++pass) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       ReportRow& row = rows[i];
@@ -257,6 +278,17 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         row.layer_weights_share = layer.projection_share;
         row.layer_attention_share = layer.attention_share;
         row.layer_other_share = layer.other_share;
+        for (std::int64_t batch : r.batches) {
+          if (batch == 1) continue;
+          if (r.progress) {
+            r.progress("the full layer, " + std::to_string(batch) + " sequences at " +
+                       std::to_string(row.tokens) + " tokens");
+          }
+          batched.push_back({i, batch,
+                             time_layer_decode(config, layer_weights, row.tokens, row.kv_dtype,
+                                               r.isa, r.threads, std::max(3, r.steps / 2),
+                                               r.compute, batch)});
+        }
         if (r.measure_prefill) {
           const LayerPrefillTiming prefill = time_layer_prefill(
               config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads, r.compute);
@@ -272,6 +304,28 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
     finish_row(rows[i], steps[i], r.repetitions);
     seen.step_spreads.push_back(spread(rows[i].attn_seconds_repetitions));
     seen.bandwidth_drifts.push_back(spread(rows[i].read_bandwidth_repetitions));
+  }
+  for (const BatchedLayer& b : batched) {
+    ReportRow row = rows[b.row];
+    row.batch = b.batch;
+    row.layer_tokens_per_s = b.layer.tokens_per_s;
+    row.layer_seconds_median = b.layer.median_s;
+    row.layer_bytes_per_step = b.layer.bytes_per_step;
+    row.layer_weights_share = b.layer.projection_share;
+    row.layer_attention_share = b.layer.attention_share;
+    row.layer_other_share = b.layer.other_share;
+    rows.push_back(row);
+  }
+  for (ReportRow& row : rows) {
+    if (row.layer_weight_bytes == 0) continue;
+    const std::uint64_t per_token = kv_footprint({.n_kv_heads = row.n_kv_heads,
+                                                  .head_dim = row.head_dim,
+                                                  .tokens = 1,
+                                                  .dtype = row.kv_dtype})
+                                        .total_bytes *
+                                    static_cast<std::uint64_t>(row.batch);
+    row.kv_overtakes_weights_tokens =
+        static_cast<std::int64_t>((row.layer_weight_bytes + per_token - 1) / per_token);
   }
   const QuietVerdict verdict = judge_quiet(seen);
   for (ReportRow& row : rows) {

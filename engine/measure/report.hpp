@@ -27,6 +27,9 @@ struct ReportRequest {
   std::int64_t ffn_size = 11008;
   bool measure_layer = true;
   bool measure_prefill = true;  // the full layer's prefill of `tokens` (needs measure_layer)
+  // Batch sizes of the full layer's decode step (needs measure_layer): each B > 1 adds a row
+  // per (tokens, kv heads, cache type) whose layer_* figures are B sequences' step.
+  std::vector<std::int64_t> batches{1};
   WeightDtype weights_dtype = WeightDtype::bf16;  // the full layer's, as checkpoints ship
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
@@ -44,6 +47,10 @@ struct ReportRequest {
 
 struct ReportRow {
   std::string variant;
+  // Sequences decoded together in the layer_* figures. A row with batch B > 1 repeats its
+  // batch-1 row's per-sequence figures (attention decode, accuracy, prefill: each sequence
+  // reads its own cache the same way) and has its own layer_* step over B tokens.
+  std::int64_t batch = 1;
   std::int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, tokens = 0, layers = 1;
   KvTypes kv_dtype = KvDtype::f32;  // keys and values
   Isa isa = Isa::scalar;
@@ -80,6 +87,10 @@ struct ReportRow {
   // Where the layer's decode step goes, timed inside it: the projections (reading the
   // weights), attention (reading the cache) and the rest (norms, RoPE, SwiGLU, residuals).
   double layer_weights_share = 0, layer_attention_share = 0, layer_other_share = 0;
+  // The context from which the KV-cache bytes a step reads (batch × this layer's cache bytes
+  // per token × context) exceed its weight bytes: ⌈weights ÷ (batch × per-token bytes)⌉.
+  // 0 when the layer was not measured.
+  std::int64_t kv_overtakes_weights_tokens = 0;
   // The full layer's prefill of `tokens` tokens from an empty cache: the time to first token.
   double prefill_seconds = 0;  // 0 when not measured
   double prefill_tokens_per_s = 0;

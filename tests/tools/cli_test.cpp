@@ -273,6 +273,44 @@ TEST(KvscopeConfig, SizeAndReportTakeTheShapeFromConfigJson) {
   EXPECT_EQ(report[1]["layer_weight_bytes"], projections * 2 + 2 * 256 * 4);
 }
 
+// --batch adds the full layer's step over B sequences: rows with `batch`, bytes that count the
+// weights once and B caches, and the context where the cache's bytes overtake the weights'.
+TEST(KvscopeReport, BatchRowsCountWeightsOnceAndNameTheCrossover) {
+  const std::string shape =
+      "report --heads 4 --d-head 16 --tokens 32 --kv-heads 4 --kv-dtypes f32,int8 --steps 2 "
+      "--repetitions 1 --threads 1 --no-prefill --batch 1,3";
+  const nlohmann::json j = json_of(shape + " --json");
+  ASSERT_EQ(j.size(), 4u);  // f32 and int8 at batch 1, then each at batch 3
+  // Per token of context, one layer: K and V of 4 heads × 16; int8 adds an f32 scale per row.
+  const std::uint64_t per_token[] = {2 * 4 * 16 * 4, 2 * 4 * 16 + 2 * 4 * 4};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const nlohmann::json& row = j[i];
+    const std::uint64_t batch = i < 2 ? 1 : 3;
+    EXPECT_EQ(row["batch"], batch) << i;
+    EXPECT_EQ(row["kv_dtype"], i % 2 == 0 ? "f32" : "int8") << i;
+    const auto weights = row["layer_weight_bytes"].get<std::uint64_t>();
+    EXPECT_GT(weights, 0u);
+    EXPECT_EQ(row["layer_bytes_per_step"], weights + batch * 32 * per_token[i % 2]) << i;
+    const std::uint64_t step_bytes = batch * per_token[i % 2];
+    EXPECT_EQ(row["kv_overtakes_weights_tokens"], (weights + step_bytes - 1) / step_bytes) << i;
+    EXPECT_GT(row["layer_tokens_per_s"].get<double>(), 0.0) << i;
+  }
+  EXPECT_EQ(j[2]["attn_seconds_median"], j[0]["attn_seconds_median"]);  // per sequence
+  const CommandResult text = kvscope(shape);
+  EXPECT_EQ(text.status, 0) << text.out;
+  for (const char* part : {"Batched decode", "At batch 3 (MHA f32)", "KV > weights at"})
+    EXPECT_NE(text.out.find(part), std::string::npos) << part << "\n" << text.out;
+
+  const CommandResult no_layer = kvscope(shape + " --no-layer");
+  EXPECT_NE(no_layer.status, 0);
+  EXPECT_NE(no_layer.out.find("--no-layer"), std::string::npos) << no_layer.out;
+  for (const char* bad : {"0", "5000", "2,x"}) {
+    const CommandResult r = kvscope("report --batch " + std::string(bad));
+    EXPECT_NE(r.status, 0) << bad;
+    EXPECT_NE(r.out.find("--batch"), std::string::npos) << bad << ": " << r.out;
+  }
+}
+
 TEST(KvscopeConfig, BadConfigIsOneClearLine) {
   const std::string path =
       write_config(R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8})");
