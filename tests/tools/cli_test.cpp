@@ -1,6 +1,7 @@
 // The kvscope binary as a user runs it: outputs, JSON schemas, exit codes and error lines.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -243,7 +244,9 @@ TEST(KvscopeReport, BadFlagsAndImpossibleShapes) {
 namespace {
 
 std::string write_config(const std::string& text) {
-  const std::string path = ::testing::TempDir() + "kvscope_cli_config.json";
+  // One file per process: ctest runs tests in parallel, each TEST in its own process.
+  const std::string path =
+      ::testing::TempDir() + "kvscope_cli_config_" + std::to_string(::getpid()) + ".json";
   std::FILE* file = std::fopen(path.c_str(), "w");
   std::fputs(text.c_str(), file);
   std::fclose(file);
