@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -121,11 +122,34 @@ std::vector<float> DecoderLayer::forward(const float* x, const std::vector<Run>&
   }
   std::vector<float> heads(n * c.q_width());
   const auto attention_start = std::chrono::steady_clock::now();
+  std::vector<std::size_t> first_row(runs.size());
   row = 0;
-  for (const Run& run : runs) {  // each sequence over its own cache
-    attend_new_tokens(*run.sequence, q.data() + row * c.q_width(), k.data() + row * c.kv_width(),
-                      v.data() + row * c.kv_width(), run.rows, heads.data() + row * c.q_width());
-    row += run.rows;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    first_row[r] = row;
+    row += runs[r].rows;
+  }
+  const auto attend_run = [&](std::size_t r, int threads) {  // a sequence over its own cache
+    const std::size_t f = first_row[r];
+    attend_new_tokens(*runs[r].sequence, q.data() + f * c.q_width(), k.data() + f * c.kv_width(),
+                      v.data() + f * c.kv_width(), runs[r].rows, heads.data() + f * c.q_width(),
+                      threads);
+  };
+  if (runs.size() >= static_cast<std::size_t>(options_.threads) && options_.threads > 1) {
+    // At least one sequence per thread: each thread takes whole sequences (each reads its own
+    // cache) instead of every sequence being split over all threads and joined.
+    std::exception_ptr failure;
+#pragma omp parallel for num_threads(options_.threads) schedule(dynamic)
+    for (long r = 0; r < static_cast<long>(runs.size()); ++r) {
+      try {
+        attend_run(static_cast<std::size_t>(r), 1);
+      } catch (...) {
+#pragma omp critical(kvscope_batch_failure)
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    if (failure) std::rethrow_exception(failure);
+  } else {
+    for (std::size_t r = 0; r < runs.size(); ++r) attend_run(r, options_.threads);
   }
   attention_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_start).count();
@@ -152,7 +176,7 @@ std::vector<float> DecoderLayer::forward(const float* x, const std::vector<Run>&
 // just left its window, and attends as a decode step to the W rows there: exactly the keys
 // j with 0 ≤ i − j < W. Every kernel (scalar, SIMD, dot units) then sees a plain full cache.
 void DecoderLayer::attend_new_tokens(LayerSequence& sequence, const float* q, const float* k,
-                                     const float* v, std::size_t n, float* heads) {
+                                     const float* v, std::size_t n, float* heads, int threads) {
   const LayerConfig& c = config_;
   KvCache& cache = sequence.cache;
   std::size_t& position = sequence.position;
@@ -166,7 +190,7 @@ void DecoderLayer::attend_new_tokens(LayerSequence& sequence, const float* q, co
             .n_heads = c.n_heads(),
             .kv = cache.view(),
             .out = heads},
-           options_.isa, options_.threads, options_.compute);
+           options_.isa, threads, options_.compute);
     position += in_order;
   }
   for (std::size_t i = in_order; i < n; ++i, ++position) {
@@ -177,7 +201,7 @@ void DecoderLayer::attend_new_tokens(LayerSequence& sequence, const float* q, co
             .n_heads = c.n_heads(),
             .kv = cache.view(),
             .out = heads + i * c.q_width()},
-           options_.isa, options_.threads, options_.compute);
+           options_.isa, threads, options_.compute);
   }
 }
 

@@ -107,9 +107,9 @@ class DecoderLayer {
   std::vector<float> forward(const float* x, const std::vector<Run>& runs);
 
   // Appends the roped k, v of a run's queries to its cache and attends each q to the keys
-  // it sees; heads: [n × q_width].
+  // it sees, on `threads` threads; heads: [n × q_width].
   void attend_new_tokens(LayerSequence& sequence, const float* q, const float* k,
-                         const float* v, std::size_t n, float* heads);
+                         const float* v, std::size_t n, float* heads, int threads);
 };
 
 }  // namespace kvscope
