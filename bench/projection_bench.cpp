@@ -19,6 +19,7 @@
 #include "engine/projector.hpp"
 #include "engine/weight_matrix.hpp"
 #include "kernels/weights/gemv.hpp"
+#include "kernels/weights/gemv_bf16_dot.hpp"
 #include "kernels/weights/weight_dtype.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/ref/layer_ops_ref.hpp"
@@ -150,16 +151,15 @@ void BM_DecodeDnnl(benchmark::State& state) {
 
 // Our GEMV, with its time over a plain read loop of the same bytes timed alternately in the
 // same run (of_read_loop = read-loop time / GEMV time: 1 is the bandwidth limit).
-void BM_DecodeGemv(benchmark::State& state) {
-  DecodeProblem p(state);
+template <class Multiply>
+void time_against_read_loop(benchmark::State& state, DecodeProblem& p, Multiply multiply) {
   const Isa isa = best_isa();
-  state.SetLabel(std::string(to_string(isa)) + " " + std::string(to_string(p.w.dtype())));
   const auto* bytes = static_cast<const std::byte*>(p.w.view().data);
-  gemv(p.x.data(), p.w.view(), p.y.data(), isa, kThreads);
+  multiply();
   double gemv_s = 0, read_s = 0;
   for (auto _ : state) {
     auto start = std::chrono::steady_clock::now();
-    gemv(p.x.data(), p.w.view(), p.y.data(), isa, kThreads);
+    multiply();
     benchmark::DoNotOptimize(p.y.data());
     auto mid = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(read_sweep(bytes, p.w.bytes(), isa, kThreads));
@@ -169,6 +169,21 @@ void BM_DecodeGemv(benchmark::State& state) {
   }
   p.set_counters(state);
   state.counters["of_read_loop"] = read_s / gemv_s;
+}
+
+void BM_DecodeGemv(benchmark::State& state) {
+  DecodeProblem p(state);
+  const Isa isa = best_isa();
+  state.SetLabel(std::string(to_string(isa)) + " " + std::string(to_string(p.w.dtype())));
+  time_against_read_loop(state, p, [&] { gemv(p.x.data(), p.w.view(), p.y.data(), isa, kThreads); });
+}
+
+// The `--compute fast` decode GEMV on bf16 weights: vdpbf16ps on x rounded to bf16.
+void BM_DecodeGemvBf16Dot(benchmark::State& state) {
+  if (!cpu_features().avx512_bf16) return state.SkipWithError("this CPU lacks avx512_bf16");
+  DecodeProblem p(state);
+  state.SetLabel("avx512-bf16 bf16");
+  time_against_read_loop(state, p, [&] { gemv_bf16_dot(p.x.data(), p.w.view(), p.y.data(), kThreads); });
 }
 
 void BM_DecodeRef(benchmark::State& state) {
@@ -188,6 +203,7 @@ BENCHMARK(BM_DecodeGemv) DECODE_SHAPES(0) DECODE_SHAPES(1)
     ->Args({4096, 4096, 2})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+BENCHMARK(BM_DecodeGemvBf16Dot) DECODE_SHAPES(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_DecodeRef)->Args({4096, 4096, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Prefill through the layer's Projector: [m × k] · W[n × k]ᵀ with W stored as range(3)

@@ -5,7 +5,9 @@
 
 #include "kernels/number_formats.hpp"
 #include "kernels/ref/layer_ops_ref.hpp"
+#include "kernels/units/cpu_features.hpp"
 #include "kernels/weights/gemv.hpp"
+#include "kernels/weights/gemv_bf16_dot.hpp"
 
 namespace kvscope {
 
@@ -26,7 +28,13 @@ void Projector::operator()(const float* x, const WeightsView& w, std::size_t m, 
 
 void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, float* y) {
   if (isa_ == Isa::scalar) return matmul_ref(x, w, m, y, threads_);
-  if (m == 1 && kDecodeUsesGemv) return gemv(x, w, y, isa_, threads_);
+  if (m == 1 && kDecodeUsesGemv) {
+    if (w.dtype == WeightDtype::bf16 && compute_ == ComputeMode::fast && isa_ == Isa::avx512 &&
+        cpu_features().avx512_bf16) {
+      return gemv_bf16_dot(x, w, y, threads_);
+    }
+    return gemv(x, w, y, isa_, threads_);
+  }
   if (w.dtype == WeightDtype::f32) {
     return dnnl_.multiply(x, static_cast<const float*>(w.data), m, w.cols, w.rows, y, threads_);
   }
