@@ -9,9 +9,10 @@
 //     scalar reference's Σ_j q_j · (nibble_j − 8) · scale_g);
 //   softmax: attention_block.hpp's online update;
 //   p·V: acc_j += (p_t · scale_g(t)) · (nibble_tj − 8), one broadcast weight per (row, group).
-// The group scales of a block are converted from f16 once into [group][row] tables shared by
-// the block's queries. Rows are visited front to back (the stream the hardware prefetcher
-// follows) and the next block's rows are prefetched a block ahead, as in the other kernels.
+// The group scales of a block are converted from f16 once into tables in storage order
+// ([row][group]) shared by the block's queries (AVX-512: word permutes, int4_scale_table). Rows are
+// visited front to back (the stream the hardware prefetcher follows) and the next block's rows are
+// prefetched a block ahead, as in the other kernels.
 //
 // Query and accumulator lanes are padded to whole groups (32 · groups lanes); past head_dim
 // the cache holds nibble 8 (value 0) and the query 0. Written once over xsimd; instantiated per
@@ -99,8 +100,8 @@ inline constexpr Int4ScaleNet kInt4ScaleNet{};
 
 // AVX-512: 32 scales at a time from 9 windows (576 bytes of the block; masked loads past its
 // end), 5 two-source word permutes, 2 vcvtph2ps.
-inline void int4_scale_table(const std::byte* src, std::size_t n, std::size_t groups,
-                             float* table, xsimd::avx512bw) {
+inline void int4_scale_table(const std::byte* src, std::size_t n, std::size_t groups, float* table,
+                             xsimd::avx512bw) {
   const std::size_t count = n * groups;
   const std::size_t bytes = count * kInt4GroupBytes;
   for (std::size_t c = 0; c < count; c += 32) {
@@ -158,12 +159,13 @@ inline void int4_weights(const float* p, const float* scale, std::size_t n, std:
 template <class A>
 void int4_weight_lanes(std::size_t groups, std::int32_t* lanes) {
   for (std::size_t r = 0; r < groups; ++r) {
-    for (std::size_t j = 0; j < 16; ++j) lanes[r * 16 + j] = static_cast<std::int32_t>((r + j) / groups);
+    for (std::size_t j = 0; j < 16; ++j)
+      lanes[r * 16 + j] = static_cast<std::int32_t>((r + j) / groups);
   }
 }
 
-// s[0, round_up(n, W)) ← Σ_g k_scale[g][r] · Σ_{j∈g} q_j (nibble_rj − 8) for rows r < n of
-// an int4 block (row r at k + r · row_bytes), −inf past n. q: 32 · groups lanes. G: the number
+// s[0, round_up(n, W)) ← Σ_g k_scale[r · groups + g] · Σ_{j∈g} q_j (nibble_rj − 8) for rows r < n
+// of an int4 block (row r at k + r · row_bytes), −inf past n. q: 32 · groups lanes. G: the number
 // of groups at compile time (0: groups at run time). k_next: rows [0, n_next) to prefetch.
 template <class A, int G>
 void int4_scores(const float* q, const std::byte* k, std::size_t row_bytes, std::size_t groups,
@@ -209,9 +211,9 @@ void int4_scores(const float* q, const std::byte* k, std::size_t row_bytes, std:
   }
 }
 
-// acc[32·g0, 32·(g0 + GB)) += Σ_{t<n} w[g][t] · (nibble_tj − 8) over the groups g0…g0+GB−1,
-// their 32·GB / W accumulators in registers; w[g][t] = p_t · scale_g(t) (table rows of
-// kKeyBlock). v_next: rows [0, n_next) to prefetch.
+// acc[32·g0, 32·(g0 + GB)) += Σ_{t<n} w[t · groups + g] · (nibble_tj − 8) over the groups
+// g0…g0+GB−1, their 32·GB / W accumulators in registers; w[t · groups + g] = p_t · scale_g(t).
+// v_next: rows [0, n_next) to prefetch.
 template <class A, int GB>
 void int4_pv_groups(const float* w, std::size_t groups, const std::byte* v, std::size_t row_bytes,
                     std::size_t n, std::size_t g0, float* acc, const std::byte* v_next,
@@ -223,7 +225,8 @@ void int4_pv_groups(const float* w, std::size_t groups, const std::byte* v, std:
 #pragma GCC unroll 8
   for (int g = 0; g < GB; ++g) {
 #pragma GCC unroll 8
-    for (std::size_t c = 0; c < C; ++c) a[g][c] = B::load_aligned(acc + (g0 + g) * kInt4Group + c * W);
+    for (std::size_t c = 0; c < C; ++c)
+      a[g][c] = B::load_aligned(acc + (g0 + g) * kInt4Group + c * W);
   }
   for (std::size_t t = 0; t < n; ++t) {
     const std::byte* row = v + t * row_bytes + g0 * kInt4GroupBytes + 2;
@@ -247,8 +250,8 @@ void int4_pv_groups(const float* w, std::size_t groups, const std::byte* v, std:
   }
 }
 
-// acc[0, 32 · groups) += Σ_{t<n} w[g(j)][t] · (nibble_tj − 8): groups in register batches of
-// up to 8 accumulators (4 groups on AVX-512, 2 on AVX2, 1 on SSE2).
+// acc[0, 32 · groups) += Σ_{t<n} w[t · groups + g(j)] · (nibble_tj − 8): groups in register batches
+// of up to 8 accumulators (4 groups on AVX-512, 2 on AVX2, 1 on SSE2).
 template <class A>
 void int4_pv(const float* w, const std::byte* v, std::size_t row_bytes, std::size_t groups,
              std::size_t n, float* acc, const std::byte* v_next, std::size_t n_next) {
@@ -322,8 +325,7 @@ class Int4Keys {
         const std::size_t n = visible_rows(own[i], blk);
         if (n == 0) continue;
         const std::size_t n_pre = i == 0 ? n_next : 0;  // the first query prefetches
-        scores_(own[i].q, k, row_bytes_, groups_, n, k_scale_, ws.s, kv.k_row(kvh, b0 + nb),
-                n_pre);
+        scores_(own[i].q, k, row_bytes_, groups_, n, k_scale_, ws.s, kv.k_row(kvh, b0 + nb), n_pre);
         softmax_update<A>(own[i], ws.s, n, nullptr, lanes_ / W, ws.p);
         int4_weights(ws.p, v_scale_, n, groups_, weight_lanes_.get(), w_, A{});
         int4_pv<A>(w_, v, row_bytes_, groups_, n, own[i].acc, kv.v_row(kvh, b0 + nb), n_pre);

@@ -103,8 +103,8 @@ TEST(Int4DirectBound, RejectsOneGroupReadWithoutItsScale) {
     const std::size_t last_group = int4_groups(s.head_dim) - 1;
     for (bool in_v : {false, true}) {
       for (std::size_t group : {std::size_t{0}, last_group}) {
-        for (std::size_t row : {std::numeric_limits<std::size_t>::max(), std::size_t{64},
-                                s.tokens - 1}) {
+        for (std::size_t row :
+             {std::numeric_limits<std::size_t>::max(), std::size_t{64}, s.tokens - 1}) {
           Fault fault;
           fault.int4_group = group;
           fault.int4_row = row;
