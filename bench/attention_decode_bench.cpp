@@ -1,5 +1,6 @@
 // Decode attention (one new token) for 32 query heads × head_dim 128 over kv heads 32 / 8 / 1
-// (MHA, GQA-8, MQA), contexts 2000 / 8192 / 32768, every cache type and ISA, on 2 threads.
+// (MHA, GQA-8, MQA), contexts 2000 / 8192 / 32768, every cache type (f32, f16, bf16, int8,
+// int4) and ISA, on 2 threads.
 // Beside each shape: the read loop over the same number of bytes (the bandwidth ceiling).
 // Counters: bytes/s of cache read (GB/s), tokens/s (decode steps of this layer per second).
 // int8 and bf16 caches also run on the CPU's dot units (".../avx512/fast": VNNI, AVX512-BF16,
@@ -137,7 +138,8 @@ void register_all(Options options) {
   }
   for (std::size_t kv : {32, 8, 1}) {
     for (std::size_t tokens : {2000, 8192, 32768}) {
-      for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8}) {
+      for (KvDtype dtype :
+           {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8, KvDtype::int4}) {
         const CacheKey key{kv, kHeadDim, tokens, dtype};
         const std::string shape = "/kv" + std::to_string(kv) + "/tokens" + std::to_string(tokens) +
                                   "/" + std::string(to_string(dtype));

@@ -79,11 +79,12 @@ inline CacheRotation& cold_rotation(const CacheKey& key, std::uint64_t llc_bytes
   return *rotation;
 }
 
-// Bytes one decode step reads: every K and V row of every kv head, plus int8 row scales.
+// Bytes one decode step reads: every K and V row of every kv head (int4: nibbles and group
+// scales), plus int8 row scales.
 inline std::size_t decode_bytes(const CacheKey& key) {
   const std::size_t rows = 2 * key.n_kv_heads * key.tokens;
-  return rows * (key.head_dim * kv_element_bytes(key.dtype) +
-                 (kv_has_scales(key.dtype) ? sizeof(float) : 0));
+  return rows *
+         (kv_row_bytes(key.dtype, key.head_dim) + (kv_has_scales(key.dtype) ? sizeof(float) : 0));
 }
 
 // FP32 FMA peak (FLOP/s) of `isa` with `threads` threads, measured once per process.

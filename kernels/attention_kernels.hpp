@@ -67,14 +67,33 @@ void widen_block(const std::byte* src, std::size_t d, std::size_t n, std::size_t
                                                            const std::byte*, std::size_t);
 KVSCOPE_AVX2_F16_WIDEN_BLOCK(extern)
 
+// Decode over int4 keys and values read in place, nibbles unpacked in registers
+// (kernels/formats/int4_direct.hpp; instantiations: kernels/arch/int4_*.cpp).
+template <class A>
+void attend_decode_int4(const AttentionProblem& p, int threads);
+#define KVSCOPE_INT4_KERNELS(PREFIX, ARCH) \
+  PREFIX template void attend_decode_int4<ARCH>(const AttentionProblem&, int);
+KVSCOPE_INT4_KERNELS(extern, xsimd::avx512bw)
+KVSCOPE_INT4_KERNELS(extern, avx2_fma)
+KVSCOPE_INT4_KERNELS(extern, xsimd::sse2)
+
+// Query heads per kv head up to which int4 decode reads the cache in place, each query
+// unpacking the nibbles itself; above it the tiled kernels widen each block once for all.
+inline constexpr std::size_t kInt4DirectMaxGroup = 4;
+
 // One attention call on architecture A: picks the kernel for the cache type and the number of
 // queries once. A = fma3<avx2> with an f16 cache on a CPU without F16C runs the SSE2 kernel.
-// Keys and values of different types, or int4, run the tiled kernels.
+// int4 decode with few query heads per kv head reads the nibbles in place; keys and values of
+// different types, and the other int4 calls, run the tiled kernels.
 template <class A>
 void attend_arch(const AttentionProblem& p, int threads) {
   if (p.n_queries == 0) return;
   if (threads < 1) threads = 1;
-  if (p.kv.k_dtype != p.kv.v_dtype || p.kv.k_dtype == KvDtype::int4) {
+  const bool int4 = p.kv.k_dtype == KvDtype::int4 && p.kv.v_dtype == KvDtype::int4;
+  if (int4 && p.n_queries == 1 && p.n_heads / p.kv.n_kv_heads <= kInt4DirectMaxGroup) {
+    return attend_decode_int4<A>(p, threads);
+  }
+  if (p.kv.k_dtype != p.kv.v_dtype || int4) {
     if constexpr (std::is_same_v<A, avx2_fma>) {
       const bool f16 = p.kv.k_dtype == KvDtype::f16 || p.kv.v_dtype == KvDtype::f16;
       if (f16 && !cpu_has_f16c()) return attend_arch<xsimd::sse2>(p, threads);

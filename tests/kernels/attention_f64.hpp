@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -19,7 +21,27 @@ struct Fault {
   bool scale_of_next_row = false;  // int8: each row read with its neighbour's scale
   bool no_rescale = false;         // online softmax over blocks of 64 keys without
                                    // rescaling the accumulator when the running max rises
+  // int4: group `int4_group` of the K rows (or V rows, int4_in_v) read without its scale
+  // (scale 1), at every position or at position int4_row only.
+  std::size_t int4_group = std::numeric_limits<std::size_t>::max();
+  std::size_t int4_row = std::numeric_limits<std::size_t>::max();
+  bool int4_in_v = false;
 };
+
+// Row `t` of an int4 block as stored, or with one group's scale replaced by 1 (the fault).
+inline const std::byte* faulty_int4_row(const std::byte* row, std::size_t t, std::size_t d,
+                                        bool is_v, const Fault& fault,
+                                        std::vector<std::byte>& copy) {
+  if (fault.int4_group >= int4_groups(d) || is_v != fault.int4_in_v ||
+      (fault.int4_row != std::numeric_limits<std::size_t>::max() && fault.int4_row != t)) {
+    return row;
+  }
+  const std::size_t bytes = kv_row_bytes(KvDtype::int4, d);
+  copy.assign(row, row + bytes);
+  const std::uint16_t one = 0x3c00;  // f16 1.0
+  std::memcpy(copy.data() + fault.int4_group * kInt4GroupBytes, &one, sizeof one);
+  return copy.data();
+}
 
 // out: [n_queries × n_heads × head_dim]; bound: one absolute bound per (query, head).
 struct F64Attention {
@@ -53,14 +75,18 @@ inline F64Attention attend_f64(const RandomProblem& rp, const Fault& fault = {})
   // Stored rows, decoded exactly: [kv head][token][d].
   std::vector<double> K(rp.n_kv_heads * tokens * d), V(K.size());
   std::vector<float> row(d);
+  std::vector<std::byte> faulty;
   double v_max = 0;
   for (std::size_t h = 0; h < rp.n_kv_heads; ++h) {
     for (std::size_t t = 0; t < tokens; ++t) {
       const std::size_t scale_row = !fault.scale_of_next_row ? t : t + 1 < tokens ? t + 1 : t - 1;
-      decode_row_ref(kv.k_dtype, kv.k_row(h, t), 1.0f, d, row.data());
+      const auto stored = [&](const std::byte* r, KvDtype type, bool is_v) {
+        return type == KvDtype::int4 ? faulty_int4_row(r, t, d, is_v, fault, faulty) : r;
+      };
+      decode_row_ref(kv.k_dtype, stored(kv.k_row(h, t), kv.k_dtype, false), 1.0f, d, row.data());
       const double ks = kv.k_row_scale(h, scale_row), vs = kv.v_row_scale(h, scale_row);
       for (std::size_t j = 0; j < d; ++j) K[(h * tokens + t) * d + j] = row[j] * ks;
-      decode_row_ref(kv.v_dtype, kv.v_row(h, t), 1.0f, d, row.data());
+      decode_row_ref(kv.v_dtype, stored(kv.v_row(h, t), kv.v_dtype, true), 1.0f, d, row.data());
       for (std::size_t j = 0; j < d; ++j) {
         V[(h * tokens + t) * d + j] = row[j] * vs;
         v_max = std::max(v_max, std::fabs(row[j] * vs));
