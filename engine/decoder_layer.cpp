@@ -25,12 +25,20 @@ DecoderLayer::DecoderLayer(const LayerConfig& config, LayerWeights weights, Opti
     : config_(config),
       weights_(std::move(weights)),
       options_(options),
-      cache_(config, options.kv_dtype),
+      // An MLA layer keeps its latent cache in mla_; cache_ then stays an unused minimum.
+      cache_(config.is_mla() ? KvCache(1, 2, 1, KvDtype::f32) : KvCache(config, options.kv_dtype)),
       projector_(options.isa, options.threads, options.compute) {
   weights_.check_shapes(config_);
   if (options_.threads < 1) {
     throw std::invalid_argument("threads must be at least 1, got " +
                                 std::to_string(options_.threads));
+  }
+  if (config_.is_mla()) {
+    if (options_.kv_dtype != KvTypes(KvDtype::f32)) {
+      throw std::invalid_argument("MLA's latent cache holds f32 only, not kv dtype " +
+                                  to_string(options_.kv_dtype));
+    }
+    mla_.emplace(config_, options_.threads);
   }
 }
 
@@ -40,9 +48,9 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
   const std::size_t hidden = c.hidden_size();
   if (n == 0) throw std::invalid_argument("prefill needs at least one token");
   if (n > c.capacity() - position_) {
-    throw std::length_error("tokens beyond capacity: the layer holds " +
-                            std::to_string(position_) + " of " + std::to_string(c.capacity()) +
-                            " tokens, " + std::to_string(n) + " more do not fit");
+    throw std::length_error("tokens beyond capacity: the layer holds " + std::to_string(position_) +
+                            " of " + std::to_string(c.capacity()) + " tokens, " +
+                            std::to_string(n) + " more do not fit");
   }
   for (std::size_t i = 0; i < n * hidden; ++i) {
     if (!std::isfinite(x[i])) {
@@ -55,10 +63,43 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
   // Attention block.
   std::vector<float> h(n * hidden);
   rmsnorm_ref(x, w.attn_norm.data(), n, hidden, c.rms_norm_eps(), h.data());
+  std::vector<float> y(n * hidden);
+  if (mla_) {
+    std::vector<float> heads(n * c.o_width());
+    // Attention's time without the projections it makes (kv_b_proj's through projector_).
+    const double projections_before = projector_.seconds();
+    const auto attention_start = std::chrono::steady_clock::now();
+    mla_->forward(h.data(), n, w, projector_, heads.data());
+    attention_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_start).count() -
+        (projector_.seconds() - projections_before);
+    position_ += n;
+    projector_(heads.data(), w.wo.view(), n, y.data());
+  } else {
+    attention_block(h.data(), n, y.data());
+  }
+  for (std::size_t i = 0; i < n * hidden; ++i) y[i] += x[i];
+
+  // MLP block (SwiGLU).
+  rmsnorm_ref(y.data(), w.mlp_norm.data(), n, hidden, c.rms_norm_eps(), h.data());
+  std::vector<float> gate(n * c.ffn_size()), up(n * c.ffn_size());
+  projector_(h.data(), w.w_gate.view(), n, gate.data());
+  projector_(h.data(), w.w_up.view(), n, up.data());
+  swiglu_ref(gate.data(), up.data(), gate.size());
+  std::vector<float> out(n * hidden);
+  projector_(gate.data(), w.w_down.view(), n, out.data());
+  for (std::size_t i = 0; i < n * hidden; ++i) out[i] += y[i];
+  return out;
+}
+
+void DecoderLayer::attention_block(const float* h, std::size_t n, float* y) {
+  const LayerConfig& c = config_;
+  const LayerWeights& w = weights_;
+  const std::size_t hidden = c.hidden_size();
   std::vector<float> q(n * c.q_width()), k(n * c.kv_width()), v(n * c.kv_width());
-  projector_(h.data(), w.wq.view(), n, q.data());
-  projector_(h.data(), w.wk.view(), n, k.data());
-  projector_(h.data(), w.wv.view(), n, v.data());
+  projector_(h, w.wq.view(), n, q.data());
+  projector_(h, w.wk.view(), n, k.data());
+  projector_(h, w.wv.view(), n, v.data());
   add_bias(q.data(), w.bq, n, c.q_width());
   add_bias(k.data(), w.bk, n, c.kv_width());
   add_bias(v.data(), w.bv, n, c.kv_width());
@@ -80,21 +121,8 @@ std::vector<float> DecoderLayer::prefill(const float* x, std::size_t n) {
   attend_new_tokens(q.data(), k.data(), v.data(), n, heads.data());
   attention_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_start).count();
-  std::vector<float> y(n * hidden);
-  projector_(heads.data(), w.wo.view(), n, y.data());
-  add_bias(y.data(), w.bo, n, hidden);
-  for (std::size_t i = 0; i < n * hidden; ++i) y[i] += x[i];
-
-  // MLP block (SwiGLU).
-  rmsnorm_ref(y.data(), w.mlp_norm.data(), n, hidden, c.rms_norm_eps(), h.data());
-  std::vector<float> gate(n * c.ffn_size()), up(n * c.ffn_size());
-  projector_(h.data(), w.w_gate.view(), n, gate.data());
-  projector_(h.data(), w.w_up.view(), n, up.data());
-  swiglu_ref(gate.data(), up.data(), gate.size());
-  std::vector<float> out(n * hidden);
-  projector_(gate.data(), w.w_down.view(), n, out.data());
-  for (std::size_t i = 0; i < n * hidden; ++i) out[i] += y[i];
-  return out;
+  projector_(heads.data(), w.wo.view(), n, y);
+  add_bias(y, w.bo, n, hidden);
 }
 
 // Without a window, or while the ring has not wrapped (every position < W, so every earlier

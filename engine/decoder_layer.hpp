@@ -1,11 +1,14 @@
 #pragma once
 // One Llama-style decoder layer with its KV cache: prefill n tokens, decode one at a time.
 #include <cstddef>
+#include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/kv_cache.hpp"
 #include "engine/layer_config.hpp"
 #include "engine/layer_weights.hpp"
+#include "engine/mla_attention.hpp"
 #include "engine/projector.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/units/compute_unit.hpp"
@@ -18,6 +21,8 @@ namespace kvscope {
 // softmax(QKᵀ/√head_dim)V per head, over the last W keys only with a sliding window W;
 // heads concatenated and projected by W_O (+b_o). Positions continue from earlier calls: a
 // prefill of n tokens followed by decode steps equals one prefill of them all.
+// With MLA (config.is_mla(), DeepSeek-V2) attention is MlaAttention over its latent cache
+// instead (f32 only); the rest of the layer is the same.
 class DecoderLayer {
  public:
   struct Options {
@@ -43,17 +48,21 @@ class DecoderLayer {
   double attention_seconds() const { return attention_seconds_; }
   // Wall time spent in the seven projections (reading the weights) since construction.
   double projection_seconds() const { return projector_.seconds(); }
-  const KvCache& cache() const { return cache_; }
-  std::size_t position() const { return position_; }  // tokens seen so far
+  const KvCache& cache() const { return cache_; }                      // empty for MLA: see mla()
+  const MlaAttention* mla() const { return mla_ ? &*mla_ : nullptr; }  // MLA layers only
+  std::size_t position() const { return position_; }                   // tokens seen so far
   void reset() {
     cache_.clear();
+    if (mla_) mla_->clear();
     position_ = 0;
   }
 
   // Appends stand-in context rows k, v [n × n_kv_heads × head_dim] (RoPE already applied)
   // straight to the cache, without computing them: lets a measurement decode at position
   // n without paying for an n-token prefill first.
+  // Not for MLA layers (std::logic_error): their cache holds latents, not k and v.
   void append_context(const float* k, const float* v, std::size_t n) {
+    if (mla_) throw std::logic_error("append_context: an MLA layer caches latents, not k and v");
     cache_.append(k, v, n);
     position_ += n;
   }
@@ -63,9 +72,13 @@ class DecoderLayer {
   LayerWeights weights_;
   Options options_;
   KvCache cache_;  // config.cache_rows() rows: a ring of W under a sliding window W
+  std::optional<MlaAttention> mla_;  // MLA's latent cache, in place of cache_
   std::size_t position_ = 0;
   Projector projector_;  // matmul_ref for Isa::scalar, else oneDNN / GEMV
   double attention_seconds_ = 0;
+
+  // Llama-style attention of the normed input h [n × hidden]: y = heads·W_Oᵀ (+b_o).
+  void attention_block(const float* h, std::size_t n, float* y);
 
   // Appends the roped k, v of queries at positions position_ … + n − 1 to the cache and
   // attends each q to the keys it sees; heads: [n × q_width].

@@ -72,6 +72,12 @@ void run(const RunOptions& o, const RunChoices& choices) {
     fail("--layer", std::to_string(o.layer) + " is out of range: " + config_path.string() +
                         " has num_hidden_layers " + std::to_string(hf.num_hidden_layers));
   }
+  if (hf.first_moe_layer >= 0 && o.layer >= hf.first_moe_layer) {
+    fail("--layer", std::to_string(o.layer) + " of " + config_path.string() +
+                        " is a mixture-of-experts layer (first_k_dense_replace " +
+                        std::to_string(hf.first_moe_layer) +
+                        "): MoE is not implemented, only the dense layers before it run");
+  }
 
   const NpyArray input = read_npy(o.input);
   const auto hidden = static_cast<std::uint64_t>(hf.shape.hidden_size);
@@ -102,8 +108,8 @@ void run(const RunOptions& o, const RunChoices& choices) {
   }();
   LayerWeights weights = load_layer_weights(o.model_dir, static_cast<std::size_t>(o.layer), config);
   const std::uint64_t weight_bytes = weights.bytes();
-  const WeightDtype weights_dtype = weights.wq.dtype();
-  const bool mapped = weights.wq.is_borrowed();
+  const WeightDtype weights_dtype = weights.wo.dtype();  // every layer has o_proj
+  const bool mapped = weights.wo.is_borrowed();
   DecoderLayer layer(config, std::move(weights),
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = o.threads, .compute = compute});
 
@@ -117,9 +123,11 @@ void run(const RunOptions& o, const RunChoices& choices) {
   write_npy(o.output, input.shape, output);
   std::cout << "wrote " << o.output << " [" << n << " × " << hidden << "]: layer " << o.layer
             << ", " << prefill << " rows prefilled, " << n - prefill << " decoded, isa "
-            << to_string(isa) << ", kv " << to_string(kv_dtype) << ", attention on "
-            << to_string(attention_compute_unit(kv_dtype, isa, compute,
-                                                config.n_heads() / config.n_kv_heads()))
+            << to_string(isa) << ", kv " << to_string(kv_dtype) << ", attention "
+            << (config.is_mla()
+                    ? std::string("MLA (latent cache, absorbed decode)")
+                    : "on " + std::string(to_string(attention_compute_unit(
+                                  kv_dtype, isa, compute, config.n_heads() / config.n_kv_heads()))))
             << " in decode, " << o.threads << " threads\n"
             << "memory: peak RSS " << format_bytes(peak_rss_bytes()) << "; layer weights "
             << format_bytes(weight_bytes) << " (" << to_string(weights_dtype)
@@ -133,7 +141,8 @@ void add_run_command(CLI::App& app, OnParsed then) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run",
                                      "Run one decoder layer of a Hugging Face model (llama, "
-                                     "mistral, qwen2, qwen3) on an .npy input");
+                                     "mistral, qwen2, qwen3, deepseek_v2's dense layers) on an "
+                                     ".npy input");
   cmd->add_option("--model", options->model_dir,
                   "Model directory: config.json and model.safetensors (or shards + index)")
       ->required();
