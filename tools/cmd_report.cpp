@@ -92,6 +92,7 @@ std::int64_t llama_ffn_size(std::int64_t hidden) { return (8 * hidden / 3 + 255)
 // (report_peak_bytes checks every shape and the memory the report will need).
 ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
   f.shape.resolve(cmd);
+  f.shape.refuse_mla("`kvscope report`");
   ReportRequest request;
   request.n_heads = f.shape.heads;
   request.head_dim = f.shape.d_head;
