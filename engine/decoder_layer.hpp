@@ -67,6 +67,14 @@ class DecoderLayer {
     position_ += n;
   }
 
+  // MLA's counterpart: stand-in latent rows [n × mla_row_width()] (normed latent, then the
+  // roped k_pe) straight to the latent cache. Throws std::logic_error for a non-MLA layer.
+  void append_latent_context(const float* rows, std::size_t n) {
+    if (!mla_) throw std::logic_error("append_latent_context: not an MLA layer");
+    mla_->append(rows, n);
+    position_ += n;
+  }
+
  private:
   LayerConfig config_;
   LayerWeights weights_;

@@ -153,56 +153,66 @@ void MlaAttention::attend_absorbed(const float* q, std::size_t n, const LayerWei
         add_scaled_row(kv_b, h * (nope + V) + d, qh[d] * scale, q_lat.data() + h * L);
       for (std::size_t r = 0; r < R; ++r) q_pe[h * R + r] = qh[nope + r] * scale;
     }
-    // Each chunk of keys: scores of every head, then every head's Σ p·c over the rows.
-    const std::size_t chunks = (keys + kChunk - 1) / kChunk;
-    std::vector<Partial> parts(chunks);
-#pragma omp parallel for num_threads(threads_) schedule(static)
-    for (long ci = 0; ci < static_cast<long>(chunks); ++ci) {
-      const std::size_t first = static_cast<std::size_t>(ci) * kChunk;
-      const std::size_t count = std::min(kChunk, keys - first);
-      Partial& p = parts[static_cast<std::size_t>(ci)];
-      p.m.assign(H, -std::numeric_limits<float>::infinity());
-      p.l.assign(H, 0.0f);
-      p.acc.assign(H * L, 0.0f);
-      std::vector<float> s(count * H);
-      for (std::size_t j = 0; j < count; ++j) {
-        const float* row = this->row(first + j);
-        for (std::size_t h = 0; h < H; ++h) {
-          const float score =
-              dot(q_lat.data() + h * L, row, L) + dot(q_pe.data() + h * R, row + L, R);
-          s[j * H + h] = score;
-          p.m[h] = std::max(p.m[h], score);
-        }
-      }
-      for (std::size_t j = 0; j < count; ++j) {
-        const float* row = this->row(first + j);
-        for (std::size_t h = 0; h < H; ++h) {
-          const float e = std::exp(s[j * H + h] - p.m[h]);
-          p.l[h] += e;
-          axpy(e, row, p.acc.data() + h * L, L);
-        }
-      }
-    }
-    // Merge the chunks in order: rescale each by e^(m_c − M).
-    for (std::size_t h = 0; h < H; ++h) {
-      float m = -std::numeric_limits<float>::infinity();
-      for (const Partial& p : parts) m = std::max(m, p.m[h]);
-      float l = 0;
-      float* out = latent.data() + h * L;
-      std::fill(out, out + L, 0.0f);
-      for (const Partial& p : parts) {
-        const float f = std::exp(p.m[h] - m);
-        l += f * p.l[h];
-        axpy(f, p.acc.data() + h * L, out, L);
-      }
-      for (std::size_t e = 0; e < L; ++e) out[e] /= l;
-    }
+    attend_latent(q_lat.data(), q_pe.data(), keys, latent.data());
     // out_h = W_UV_h ō_h.
     for (std::size_t h = 0; h < H; ++h) {
       project(latent.data() + h * L, row_block(kv_b, h * (nope + V) + nope, V), 1,
               heads + (i * H + h) * V);
     }
   }
+}
+
+void MlaAttention::attend_latent(const float* q_lat, const float* q_pe, std::size_t keys,
+                                 float* latent) const {
+  const std::size_t H = c_.n_heads(), L = c_.kv_lora_rank(), R = c_.qk_rope_head_dim();
+  // Each chunk of keys: scores of every head, then every head's Σ p·c over the rows.
+  const std::size_t chunks = (keys + kChunk - 1) / kChunk;
+  std::vector<Partial> parts(chunks);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (long ci = 0; ci < static_cast<long>(chunks); ++ci) {
+    const std::size_t first = static_cast<std::size_t>(ci) * kChunk;
+    const std::size_t count = std::min(kChunk, keys - first);
+    Partial& p = parts[static_cast<std::size_t>(ci)];
+    p.m.assign(H, -std::numeric_limits<float>::infinity());
+    p.l.assign(H, 0.0f);
+    p.acc.assign(H * L, 0.0f);
+    std::vector<float> s(count * H);
+    for (std::size_t j = 0; j < count; ++j) {
+      const float* row = this->row(first + j);
+      for (std::size_t h = 0; h < H; ++h) {
+        const float score = dot(q_lat + h * L, row, L) + dot(q_pe + h * R, row + L, R);
+        s[j * H + h] = score;
+        p.m[h] = std::max(p.m[h], score);
+      }
+    }
+    for (std::size_t j = 0; j < count; ++j) {
+      const float* row = this->row(first + j);
+      for (std::size_t h = 0; h < H; ++h) {
+        const float e = std::exp(s[j * H + h] - p.m[h]);
+        p.l[h] += e;
+        axpy(e, row, p.acc.data() + h * L, L);
+      }
+    }
+  }
+  // Merge the chunks in order: rescale each by e^(m_c − M).
+  for (std::size_t h = 0; h < H; ++h) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (const Partial& p : parts) m = std::max(m, p.m[h]);
+    float l = 0;
+    float* out = latent + h * L;
+    std::fill(out, out + L, 0.0f);
+    for (const Partial& p : parts) {
+      const float f = std::exp(p.m[h] - m);
+      l += f * p.l[h];
+      axpy(f, p.acc.data() + h * L, out, L);
+    }
+    for (std::size_t e = 0; e < L; ++e) out[e] /= l;
+  }
+}
+
+std::uint64_t mla_decode_flops(std::uint64_t n_heads, std::uint64_t kv_lora_rank,
+                               std::uint64_t qk_rope_head_dim, std::uint64_t tokens) {
+  return 2 * n_heads * (2 * kv_lora_rank + qk_rope_head_dim) * tokens;
 }
 
 void MlaAttention::attend_plain(const float* q, std::size_t n, const LayerWeights& w,

@@ -13,6 +13,7 @@
 // Both latent norms use ε = 1e-6 whatever rms_norm_eps says: transformers builds
 // q_a_layernorm and kv_a_layernorm with DeepseekV2RMSNorm's default.
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "engine/layer_config.hpp"
@@ -51,6 +52,13 @@ class MlaAttention {
   void attend_plain(const float* q, std::size_t n, const LayerWeights& w, Projector& project,
                     float* heads);
 
+  // The absorbed form's core, the part that reads the cache: for every head h, softmax over
+  // keys j < `keys` of q_lat_h·c_j + q_pe_h·k_pe_j (q_lat [n_heads × kv_lora_rank] and
+  // q_pe [n_heads × qk_rope_head_dim] already scaled), and latent_h = Σ softmax_j c_j
+  // ([n_heads × kv_lora_rank]). 2·n_heads·(2·kv_lora_rank + qk_rope_head_dim) FLOPs per key
+  // (mla_decode_flops) against (kv_lora_rank + qk_rope_head_dim) × 4 bytes read.
+  void attend_latent(const float* q_lat, const float* q_pe, std::size_t keys, float* latent) const;
+
   // Appends n rows [n × (kv_lora_rank + qk_rope_head_dim)]: the normed latent, then k_pe
   // already roped. Throws std::length_error, storing nothing, past the capacity.
   void append(const float* rows, std::size_t n);
@@ -74,6 +82,11 @@ class MlaAttention {
   void project_inputs(const float* h, std::size_t n, const LayerWeights& w, Projector& project,
                       std::vector<float>& q, std::vector<float>& rows);
 };
+
+// FLOPs of attend_latent over `tokens` keys: scores (2·(latent + rope) per key and head) and
+// the softmax-weighted sum of the latents (2·latent per key and head).
+std::uint64_t mla_decode_flops(std::uint64_t n_heads, std::uint64_t kv_lora_rank,
+                               std::uint64_t qk_rope_head_dim, std::uint64_t tokens);
 
 // RoPE on interleaved pairs: for each of n_vectors vectors of `dim` at `x` spaced `stride`
 // apart, pair (2i, 2i + 1) turns by pos · inv_freq[i] (dim / 2 frequencies).

@@ -57,10 +57,14 @@ void AttentionShapeFlags::resolve(const CLI::App& app) {
             .ffn_size = hf.shape.ffn_size,
             .window = hf.shape.sliding_window,
             .kv_lora_rank = m.kv_lora_rank,
-            .qk_rope_head_dim = m.qk_rope_head_dim};
+            .qk_rope_head_dim = m.qk_rope_head_dim,
+            .v_head_dim = m.v_head_dim,
+            .q_lora_rank = m.q_lora_rank};
   }
   mla_latent = from.kv_lora_rank;
   mla_rope = from.qk_rope_head_dim;
+  mla_v_head_dim = from.v_head_dim;
+  mla_q_lora_rank = from.q_lora_rank;
   if (is_mla()) {
     for (const char* flag : {"--kv-heads", "--d-head", "--window"}) {
       if (app.get_option_no_throw(flag) != nullptr && app.count(flag) > 0) {

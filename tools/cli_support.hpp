@@ -29,6 +29,7 @@ struct AttentionShapeFlags {
   // MLA (a deepseek-v2 preset or config): latent and rope values cached per token; 0: not MLA.
   // d_head is then a query/key head's nope + rope.
   std::int64_t mla_latent = 0, mla_rope = 0;
+  std::int64_t mla_v_head_dim = 0, mla_q_lora_rank = 0;  // for the report's full layer
   bool is_mla() const { return mla_latent > 0; }
 
   // Tokens a cache of `tokens` positions holds: all of them, or the last `window`.

@@ -25,9 +25,16 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
   }
   DecoderLayer layer(config, LayerWeights::random(config, 42, weights_dtype),
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = threads, .compute = compute});
-  append_random_context(
-      static_cast<std::size_t>(context), config.kv_width(), 1,
-      [&](const float* k, const float* v, std::size_t n) { layer.append_context(k, v, n); });
+  if (config.is_mla()) {  // the latent rows as stand-ins; the second half is ignored
+    append_random_context(static_cast<std::size_t>(context), config.mla_row_width(), 1,
+                          [&](const float* rows, const float*, std::size_t n) {
+                            layer.append_latent_context(rows, n);
+                          });
+  } else {
+    append_random_context(
+        static_cast<std::size_t>(context), config.kv_width(), 1,
+        [&](const float* k, const float* v, std::size_t n) { layer.append_context(k, v, n); });
+  }
   std::vector<float> x(config.hidden_size());
   fill_uniform(x, 7, -1.0f, 1.0f);
   (void)layer.decode(x.data());  // warm-up: first-touch pages, primitive creation
@@ -49,12 +56,15 @@ LayerTiming time_layer_decode(const LayerConfig& config, std::int64_t context, K
   t.median_s = median(seconds);
   t.tokens_per_s = 1.0 / t.median_s;
   t.weight_bytes = config.weight_bytes(weights_dtype);
-  t.bytes_per_step = t.weight_bytes +
-                     kv_footprint({.n_kv_heads = static_cast<std::int64_t>(config.n_kv_heads()),
-                                   .head_dim = static_cast<std::int64_t>(config.head_dim()),
-                                   .tokens = context,
-                                   .dtype = kv_dtype})
-                         .total_bytes;
+  t.bytes_per_step =
+      t.weight_bytes +
+      kv_footprint({.n_kv_heads = static_cast<std::int64_t>(config.n_kv_heads()),
+                    .head_dim = static_cast<std::int64_t>(config.head_dim()),
+                    .tokens = context,
+                    .dtype = kv_dtype,
+                    .mla_latent = static_cast<std::int64_t>(config.kv_lora_rank()),
+                    .mla_rope = static_cast<std::int64_t>(config.qk_rope_head_dim())})
+          .total_bytes;
   return t;
 }
 
@@ -65,9 +75,9 @@ std::uint64_t layer_prefill_bytes(const LayerConfig& c, std::int64_t tokens, KvT
   const std::uint64_t activations = checked_mul(
       checked_mul(static_cast<std::uint64_t>(tokens), row_floats, "prefill activations"),
       sizeof(float), "prefill activations");
-  return checked_add(checked_add(c.weight_bytes(weights_dtype), c.kv_cache_bytes(kv_dtype),
-                                 "prefill memory"),
-                     activations, "prefill memory");
+  return checked_add(
+      checked_add(c.weight_bytes(weights_dtype), c.kv_cache_bytes(kv_dtype), "prefill memory"),
+      activations, "prefill memory");
 }
 
 LayerPrefillTiming time_layer_prefill(const LayerConfig& config, std::int64_t tokens,

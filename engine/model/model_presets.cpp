@@ -19,7 +19,7 @@ std::span<const ModelPreset> model_presets() {
       {"falcon-7b", 71, 1, 64, 32, 4544, 18176},
       // DeepSeek-V2-Lite: 16 heads of nope 128 + rope 64; latent 512, rope 64; layer 0's
       // dense MLP is 10944 wide.
-      {"deepseek-v2-lite", 16, 16, 192, 27, 2048, 10944, 0, 512, 64},
+      {"deepseek-v2-lite", 16, 16, 192, 27, 2048, 10944, 0, 512, 64, 128, 0},
   }};
   return kPresets;
 }

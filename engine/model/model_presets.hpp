@@ -13,6 +13,7 @@ struct ModelPreset {
   // MLA (DeepSeek-V2): the cache keeps kv_lora_rank latent + qk_rope_head_dim rope values per
   // token, shared by every head; head_dim is then a query/key head's nope + rope. 0: not MLA.
   std::int64_t kv_lora_rank = 0, qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0, q_lora_rank = 0;  // MLA: for the full layer (0: q_proj)
 };
 
 // llama-2-7b, llama-3-8b, llama-3.1-8b, mistral-7b, mistral-7b-v0.1 (window 4096),

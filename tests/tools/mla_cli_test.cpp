@@ -3,7 +3,9 @@
 // what it does not implement (a mixture-of-experts layer or tensor, yarn rope scaling, a
 // quantized latent cache) is refused in one line naming it, writing nothing; `kvscope size`
 // reports variant MLA and the latent + rope bytes for the deepseek-v2-lite preset and for a
-// config.json; decode and report refuse an MLA model rather than measure another shape.
+// config.json; `kvscope report` gives one MLA row per context with the same columns (FLOPs
+// of the absorbed read, latent + rope bytes, the full layer's step; no prefill); decode
+// refuses an MLA model rather than measure another shape.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -151,11 +153,42 @@ TEST(SizeMla, DeepseekV2LitePresetAndConfig) {
   for (const std::string bad :
        {"size --model deepseek-v2-lite --kv-dtype int8",
         "size --model deepseek-v2-lite --d-head 64", "size --model deepseek-v2-lite --kv-heads 1",
-        "decode --model deepseek-v2-lite", "report --model deepseek-v2-lite"}) {
+        "decode --model deepseek-v2-lite",
+        "report --model deepseek-v2-lite --kv-dtypes f32,int8"}) {
     const test::CommandResult r = test::kvscope(bad);
     EXPECT_NE(r.status, 0) << bad << ": " << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << bad << ": " << r.out;
     EXPECT_TRUE(r.out.find("MLA") != std::string::npos) << bad << ": " << r.out;
+  }
+}
+
+TEST(ReportMla, OneRowPerContextWithTheAbsorbedAccounting) {
+  test::TempDir dir;
+  test::write_bytes(dir / "config.json", test::config_json(mla_shape(), 3, "deepseek_v2").dump());
+  const std::string config = " --config " + (dir / "config.json").string();
+  const test::CommandResult r =
+      test::kvscope("report --json --tokens 32,64 --steps 2 --threads 1" + config);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_EQ(j.size(), 2u) << r.out;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::int64_t tokens = i == 0 ? 32 : 64;
+    EXPECT_EQ(j[i]["variant"], "MLA");
+    EXPECT_EQ(j[i]["n_heads"], 4);
+    EXPECT_EQ(j[i]["n_kv_heads"], 1);
+    EXPECT_EQ(j[i]["head_dim"], 24 + 8);
+    EXPECT_EQ(j[i]["tokens"], tokens);
+    EXPECT_EQ(j[i]["bytes_read_per_step"], tokens * (24 + 8) * 4);
+    EXPECT_EQ(j[i]["flops_per_step"], 2 * 4 * (2 * 24 + 8) * tokens);
+    EXPECT_GT(j[i]["layer_tokens_per_s"].get<double>(), 0.0);
+    EXPECT_EQ(j[i]["prefill_tokens_per_s"], 0.0);
+    EXPECT_GT(j[i]["speed_of_light_seconds"].get<double>(), 0.0);
+  }
+  const test::CommandResult text =
+      test::kvscope("report --tokens 32 --steps 2 --threads 1 --no-layer" + config);
+  ASSERT_EQ(text.status, 0) << text.out;
+  for (const char* part : {"MLA", "absorbed", "compute-heavier per byte", "Where the time goes"}) {
+    EXPECT_NE(text.out.find(part), std::string::npos) << part << "\n" << text.out;
   }
 }
 
