@@ -100,5 +100,25 @@ TEST(MlaReference, ScaleMattersOnThisData) {
   EXPECT_GT(test::relative_error(std::vector<float>(other.begin(), other.end()), want), 1e-3);
 }
 
+// The latent norms use ε = 1e-6 whatever rms_norm_eps says (transformers' DeepseekV2RMSNorm
+// default). With a latent whose mean square is near ε (kv_a_proj scaled down) the two
+// choices differ by far more than the tolerance, so this test sees which one runs.
+TEST(MlaFamilyEps, LatentNormsUseTransformersDefaultEpsilon) {
+  LayerShape shape = mla_shape(24);
+  shape.rms_norm_eps = 1e-3;
+  LayerWeights w = test::test_weights(shape, 7, "F32");
+  for (WeightMatrix* m : {&w.wkv_a, &w.wq_a}) {
+    std::vector<float> v = m->to_f32();
+    for (float& e : v) e *= 1e-3f;
+    *m = WeightMatrix(v, m->rows(), m->cols());
+  }
+  const std::size_t n = 6;
+  shape.capacity = n;
+  const std::vector<float> x = test::test_input(n, 64, 3);
+  const std::vector<double> want = test::reference_mla_layer(shape, w, x, n);
+  DecoderLayer layer(LayerConfig(shape), w, {.isa = best_isa(), .threads = 1});
+  EXPECT_LT(test::relative_error(test::run_split(layer, x, n, 3), want), 1e-4);
+}
+
 }  // namespace
 }  // namespace kvscope
