@@ -26,16 +26,26 @@ DecoderLayer::DecoderLayer(const LayerConfig& config, LayerWeights weights, Opti
     : config_(config),
       weights_(std::move(weights)),
       options_(options),
-      own_{KvCache(config, options.kv_dtype), 0},
+      // An MLA layer keeps its latent cache in mla_; own_.cache then stays an unused minimum.
+      own_{config.is_mla() ? KvCache(1, 2, 1, KvDtype::f32) : KvCache(config, options.kv_dtype),
+           0},
       projector_(options.isa, options.threads, options.compute) {
   weights_.check_shapes(config_);
   if (options_.threads < 1) {
     throw std::invalid_argument("threads must be at least 1, got " +
                                 std::to_string(options_.threads));
   }
+  if (config_.is_mla()) {
+    if (options_.kv_dtype != KvTypes(KvDtype::f32)) {
+      throw std::invalid_argument("MLA's latent cache holds f32 only, not kv dtype " +
+                                  to_string(options_.kv_dtype));
+    }
+    mla_.emplace(config_, options_.threads);
+  }
 }
 
 LayerSequence DecoderLayer::new_sequence() const {
+  if (mla_) throw std::logic_error("new_sequence: batches of MLA layers are not implemented");
   return {KvCache(config_, options_.kv_dtype), 0};
 }
 
@@ -68,12 +78,17 @@ std::vector<float> DecoderLayer::forward(const float* x, const std::vector<Run>&
   const LayerWeights& w = weights_;
   const std::size_t hidden = c.hidden_size();
   std::size_t n = 0;
+  if (mla_ && (runs.size() != 1 || runs[0].sequence != &own_)) {
+    throw std::invalid_argument("an MLA layer runs its own sequence only: batches and "
+                                "sequences of MLA layers are not implemented");
+  }
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const LayerSequence& s = *runs[r].sequence;
     const std::string which =
         runs.size() > 1 ? "sequence " + std::to_string(r) + " of the batch: " : "";
-    if (s.cache.n_kv_heads() != c.n_kv_heads() || s.cache.head_dim() != c.head_dim() ||
-        s.cache.capacity() != c.cache_rows() || !(s.cache.types() == options_.kv_dtype)) {
+    if (!mla_ && (s.cache.n_kv_heads() != c.n_kv_heads() || s.cache.head_dim() != c.head_dim() ||
+                  s.cache.capacity() != c.cache_rows() ||
+                  !(s.cache.types() == options_.kv_dtype))) {
       throw std::invalid_argument(which +
                                   "its cache was made for another layer shape or cache type "
                                   "(use DecoderLayer::new_sequence())");
@@ -94,13 +109,49 @@ std::vector<float> DecoderLayer::forward(const float* x, const std::vector<Run>&
     }
   }
 
-  // Attention block: every row through the projections at once.
+  // Attention block.
   std::vector<float> h(n * hidden);
   rmsnorm_ref(x, w.attn_norm.data(), n, hidden, c.rms_norm_eps(), h.data());
+  std::vector<float> y(n * hidden);
+  if (mla_) {
+    std::vector<float> heads(n * c.o_width());
+    // Attention's time without the projections it makes (kv_b_proj's through projector_).
+    const double projections_before = projector_.seconds();
+    const auto attention_start = std::chrono::steady_clock::now();
+    mla_->forward(h.data(), n, w, projector_, heads.data());
+    attention_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_start).count() -
+        (projector_.seconds() - projections_before);
+    own_.position += n;
+    projector_(heads.data(), w.wo.view(), n, y.data());
+  } else {
+    attention_block(h.data(), runs, n, y.data());
+  }
+  for (std::size_t i = 0; i < n * hidden; ++i) y[i] += x[i];
+
+  // MLP block (SwiGLU).
+  rmsnorm_ref(y.data(), w.mlp_norm.data(), n, hidden, c.rms_norm_eps(), h.data());
+  std::vector<float> gate(n * c.ffn_size()), up(n * c.ffn_size());
+  projector_(h.data(), w.w_gate.view(), n, gate.data());
+  projector_(h.data(), w.w_up.view(), n, up.data());
+  swiglu_ref(gate.data(), up.data(), gate.size());
+  std::vector<float> out(n * hidden);
+  projector_(gate.data(), w.w_down.view(), n, out.data());
+  for (std::size_t i = 0; i < n * hidden; ++i) out[i] += y[i];
+  return out;
+}
+
+// Every row through the projections at once; each run's rows at its own sequence's next
+// positions, attending over its own cache.
+void DecoderLayer::attention_block(const float* h, const std::vector<Run>& runs, std::size_t n,
+                                   float* y) {
+  const LayerConfig& c = config_;
+  const LayerWeights& w = weights_;
+  const std::size_t hidden = c.hidden_size();
   std::vector<float> q(n * c.q_width()), k(n * c.kv_width()), v(n * c.kv_width());
-  projector_(h.data(), w.wq.view(), n, q.data());
-  projector_(h.data(), w.wk.view(), n, k.data());
-  projector_(h.data(), w.wv.view(), n, v.data());
+  projector_(h, w.wq.view(), n, q.data());
+  projector_(h, w.wk.view(), n, k.data());
+  projector_(h, w.wv.view(), n, v.data());
   add_bias(q.data(), w.bq, n, c.q_width());
   add_bias(k.data(), w.bk, n, c.kv_width());
   add_bias(v.data(), w.bv, n, c.kv_width());
@@ -153,21 +204,8 @@ std::vector<float> DecoderLayer::forward(const float* x, const std::vector<Run>&
   }
   attention_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_start).count();
-  std::vector<float> y(n * hidden);
-  projector_(heads.data(), w.wo.view(), n, y.data());
-  add_bias(y.data(), w.bo, n, hidden);
-  for (std::size_t i = 0; i < n * hidden; ++i) y[i] += x[i];
-
-  // MLP block (SwiGLU).
-  rmsnorm_ref(y.data(), w.mlp_norm.data(), n, hidden, c.rms_norm_eps(), h.data());
-  std::vector<float> gate(n * c.ffn_size()), up(n * c.ffn_size());
-  projector_(h.data(), w.w_gate.view(), n, gate.data());
-  projector_(h.data(), w.w_up.view(), n, up.data());
-  swiglu_ref(gate.data(), up.data(), gate.size());
-  std::vector<float> out(n * hidden);
-  projector_(gate.data(), w.w_down.view(), n, out.data());
-  for (std::size_t i = 0; i < n * hidden; ++i) out[i] += y[i];
-  return out;
+  projector_(heads.data(), w.wo.view(), n, y);
+  add_bias(y, w.bo, n, hidden);
 }
 
 // Without a window, or while the ring has not wrapped (every position < W, so every earlier

@@ -1,11 +1,14 @@
 #pragma once
 // One Llama-style decoder layer with its KV cache: prefill n tokens, decode one at a time.
 #include <cstddef>
+#include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/kv_cache.hpp"
 #include "engine/layer_config.hpp"
 #include "engine/layer_weights.hpp"
+#include "engine/mla_attention.hpp"
 #include "engine/projector.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/units/compute_unit.hpp"
@@ -35,6 +38,10 @@ struct LayerSequence {
 // projections and the MLP run once over the [B × hidden] rows (the weights are read once
 // for B tokens); attention runs per sequence over its own cache, at its own position
 // (ragged). Each sequence's output equals running it alone.
+//
+// With MLA (config.is_mla(), DeepSeek-V2) attention is MlaAttention over its latent cache
+// instead (f32 only; the layer's own sequence only, no batches); the rest of the layer is the
+// same.
 class DecoderLayer {
  public:
   struct Options {
@@ -73,20 +80,34 @@ class DecoderLayer {
   double projection_seconds() const { return projector_.seconds(); }
   // The layer's own sequence: what prefill(x, n) and decode(x) advance.
   LayerSequence& own_sequence() { return own_; }
-  const KvCache& cache() const { return own_.cache; }
-  std::size_t position() const { return own_.position; }  // tokens seen so far
-  void reset() { own_.reset(); }
+  const KvCache& cache() const { return own_.cache; }  // empty for MLA: see mla()
+  const MlaAttention* mla() const { return mla_ ? &*mla_ : nullptr; }  // MLA layers only
+  std::size_t position() const { return own_.position; }               // tokens seen so far
+  void reset() {
+    own_.reset();
+    if (mla_) mla_->clear();
+  }
 
   // Appends stand-in context rows k, v [n × n_kv_heads × head_dim] (RoPE already applied)
   // straight to the cache, without computing them: lets a measurement decode at position
   // n without paying for an n-token prefill first.
+  // Not for MLA layers (std::logic_error): their cache holds latents, not k and v.
   void append_context(const float* k, const float* v, std::size_t n) {
+    if (mla_) throw std::logic_error("append_context: an MLA layer caches latents, not k and v");
     append_context(own_, k, v, n);
   }
   static void append_context(LayerSequence& sequence, const float* k, const float* v,
                              std::size_t n) {
     sequence.cache.append(k, v, n);
     sequence.position += n;
+  }
+
+  // MLA's counterpart: stand-in latent rows [n × mla_row_width()] (normed latent, then the
+  // roped k_pe) straight to the latent cache. Throws std::logic_error for a non-MLA layer.
+  void append_latent_context(const float* rows, std::size_t n) {
+    if (!mla_) throw std::logic_error("append_latent_context: not an MLA layer");
+    mla_->append(rows, n);
+    own_.position += n;
   }
 
  private:
@@ -99,12 +120,16 @@ class DecoderLayer {
   LayerConfig config_;
   LayerWeights weights_;
   Options options_;
-  LayerSequence own_;
+  LayerSequence own_;  // MLA layers: only its position (the latent cache is in mla_)
+  std::optional<MlaAttention> mla_;
   Projector projector_;  // matmul_ref for Isa::scalar, else oneDNN / GEMV
   double attention_seconds_ = 0;
 
   // The layer over x [n × hidden], n the rows of all runs together; validates first.
   std::vector<float> forward(const float* x, const std::vector<Run>& runs);
+
+  // Llama-style attention of the normed rows h [n × hidden] of `runs`: y = heads·W_Oᵀ (+b_o).
+  void attention_block(const float* h, const std::vector<Run>& runs, std::size_t n, float* y);
 
   // Appends the roped k, v of a run's queries to its cache and attends each q to the keys
   // it sees, on `threads` threads; heads: [n × q_width].

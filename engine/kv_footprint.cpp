@@ -25,8 +25,13 @@ std::string attention_variant(std::int64_t n_heads, std::int64_t n_kv_heads) {
 }
 
 KvFootprint kv_footprint(const KvShape& s) {
-  const std::uint64_t kv_heads = positive(s.n_kv_heads, "kv heads");
-  const std::uint64_t head_dim = positive(s.head_dim, "head_dim");
+  const bool mla = s.mla_latent != 0;
+  if (mla && s.dtype != KvTypes(KvDtype::f32)) {
+    throw std::invalid_argument("MLA's latent cache is f32 only in kvscope, not " +
+                                to_string(s.dtype));
+  }
+  const std::uint64_t kv_heads = mla ? 1 : positive(s.n_kv_heads, "kv heads");
+  const std::uint64_t head_dim = mla ? 1 : positive(s.head_dim, "head_dim");
   const std::uint64_t tokens = positive(s.tokens, "tokens");
   const std::uint64_t layers = positive(s.layers, "layers");
   const std::uint64_t batch = positive(s.batch, "batch");
@@ -43,9 +48,16 @@ KvFootprint kv_footprint(const KvShape& s) {
   const auto scale_bytes = [&](KvDtype t) {
     return checked_mul(kv_heads, kv_row_scale_bytes(t, head_dim), "KV scale bytes");
   };
-  f.k_bytes_per_token_layer = data_bytes(s.dtype.k);
-  f.v_bytes_per_token_layer = data_bytes(s.dtype.v);
-  f.scale_bytes_per_token_layer = scale_bytes(s.dtype.k) + scale_bytes(s.dtype.v);
+  if (mla) {
+    f.k_bytes_per_token_layer =
+        checked_mul(positive(s.mla_latent, "MLA latent"), sizeof(float), "MLA latent bytes");
+    f.v_bytes_per_token_layer =
+        checked_mul(positive(s.mla_rope, "MLA rope"), sizeof(float), "MLA rope bytes");
+  } else {
+    f.k_bytes_per_token_layer = data_bytes(s.dtype.k);
+    f.v_bytes_per_token_layer = data_bytes(s.dtype.v);
+    f.scale_bytes_per_token_layer = scale_bytes(s.dtype.k) + scale_bytes(s.dtype.v);
+  }
   f.bytes_per_token_layer = checked_add(
       checked_add(f.k_bytes_per_token_layer, f.v_bytes_per_token_layer, "KV bytes per token"),
       f.scale_bytes_per_token_layer, "KV bytes per token");

@@ -14,9 +14,14 @@ struct KvShape {
   std::int64_t layers = 1;
   std::int64_t batch = 1;
   KvTypes dtype = KvDtype::f32;  // keys and values (one KvDtype sets both)
+  // MLA (DeepSeek-V2): per token and layer one latent of mla_latent values and one roped key
+  // part of mla_rope values, shared by every head (n_kv_heads and head_dim then unused). 0: not
+  // MLA.
+  std::int64_t mla_latent = 0, mla_rope = 0;
 };
 
 // Byte counts of a cache; totals are over all layers and sequences of the batch.
+// MLA: "K" is the latent, "V" the rope part (the latent serves as both keys and values).
 struct KvFootprint {
   std::uint64_t k_bytes_per_token_layer = 0;  // n_kv_heads × head_dim × element bytes (int4:
                                               // the nibbles, 16 bytes per group of 32)
@@ -36,8 +41,9 @@ struct KvFootprint {
 // otherwise "GQA-<n_kv_heads>".
 std::string attention_variant(std::int64_t n_heads, std::int64_t n_kv_heads);
 
-// Throws std::invalid_argument for a size below 1 (naming it) and std::overflow_error when
-// a count does not fit in 64 bits.
+// Throws std::invalid_argument for a size below 1 (naming it), for an MLA cache of a type
+// other than f32 (kvscope's latent cache is f32), and std::overflow_error when a count does
+// not fit in 64 bits.
 KvFootprint kv_footprint(const KvShape& shape);
 
 }  // namespace kvscope

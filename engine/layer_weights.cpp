@@ -18,6 +18,57 @@ void fill_uniform(std::vector<float>& out, std::uint64_t seed, float lo, float h
   }
 }
 
+namespace {
+
+// An MLA layer's weights, drawn as LayerWeights::random draws a Llama layer's.
+LayerWeights random_mla(const LayerConfig& c, std::uint64_t seed, WeightDtype dtype) {
+  const std::size_t hidden = c.hidden_size(), heads = c.n_heads();
+  LayerWeights w;
+  std::uint64_t stream = seed * 1000003ull;
+  auto projection = [&](WeightMatrix& m, std::size_t out, std::size_t in) {
+    std::vector<float> values(out * in);
+    const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+    fill_uniform(values, ++stream, -bound, bound);
+    m = WeightMatrix(values, out, in, dtype);
+  };
+  auto norm = [&](std::vector<float>& v, std::size_t size) {
+    v.resize(size);
+    fill_uniform(v, ++stream, 0.9f, 1.1f);
+  };
+  const std::size_t q_out = heads * c.qk_head_dim();
+  if (c.q_lora_rank() == 0) {
+    projection(w.wq, q_out, hidden);
+  } else {
+    projection(w.wq_a, c.q_lora_rank(), hidden);
+    projection(w.wq_b, q_out, c.q_lora_rank());
+    norm(w.q_a_norm, c.q_lora_rank());
+  }
+  projection(w.wkv_a, c.mla_row_width(), hidden);
+  projection(w.wkv_b, heads * (c.qk_nope_head_dim() + c.v_head_dim()), c.kv_lora_rank());
+  norm(w.kv_a_norm, c.kv_lora_rank());
+  projection(w.wo, hidden, c.o_width());
+  projection(w.w_gate, c.ffn_size(), hidden);
+  projection(w.w_up, c.ffn_size(), hidden);
+  projection(w.w_down, hidden, c.ffn_size());
+  norm(w.attn_norm, hidden);
+  norm(w.mlp_norm, hidden);
+  return w;
+}
+
+}  // namespace
+
+std::vector<WeightMatrix*> LayerWeights::matrices() {
+  return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down, &wq_a, &wq_b, &wkv_a, &wkv_b};
+}
+
+std::vector<const WeightMatrix*> LayerWeights::matrices() const {
+  return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down, &wq_a, &wq_b, &wkv_a, &wkv_b};
+}
+
+std::vector<std::vector<float>*> LayerWeights::vectors() {
+  return {&attn_norm, &mlp_norm, &bq, &bk, &bv, &bo, &q_norm, &k_norm, &q_a_norm, &kv_a_norm};
+}
+
 LayerWeights LayerWeights::random(const LayerConfig& c, std::uint64_t seed, WeightDtype dtype) {
   const std::size_t hidden = c.hidden_size();
   LayerWeights w;
@@ -28,6 +79,7 @@ LayerWeights LayerWeights::random(const LayerConfig& c, std::uint64_t seed, Weig
     fill_uniform(values, ++stream, -bound, bound);
     m = WeightMatrix(values, out, in, dtype);
   };
+  if (c.is_mla()) return random_mla(c, seed, dtype);
   projection(w.wq, c.q_width(), hidden);
   projection(w.wk, c.kv_width(), hidden);
   projection(w.wv, c.kv_width(), hidden);
@@ -72,10 +124,27 @@ void LayerWeights::check_shapes(const LayerConfig& c) const {
                                   std::to_string(size));
     }
   };
-  expect(wq, c.q_width(), hidden, "wq");
-  expect(wk, c.kv_width(), hidden, "wk");
-  expect(wv, c.kv_width(), hidden, "wv");
-  expect(wo, hidden, c.q_width(), "wo");
+  if (c.is_mla()) {
+    const std::size_t q_out = c.n_heads() * c.qk_head_dim(), q_lora = c.q_lora_rank();
+    expect(wq, q_lora == 0 ? q_out : 0, q_lora == 0 ? hidden : 0, "wq (q_proj)");
+    expect(wq_a, q_lora, q_lora == 0 ? 0 : hidden, "wq_a (q_a_proj)");
+    expect(wq_b, q_lora == 0 ? 0 : q_out, q_lora, "wq_b (q_b_proj)");
+    expect_vector(q_a_norm, q_lora, "q_a_norm");
+    expect(wkv_a, c.mla_row_width(), hidden, "wkv_a (kv_a_proj_with_mqa)");
+    expect(wkv_b, c.n_heads() * (c.qk_nope_head_dim() + c.v_head_dim()), c.kv_lora_rank(),
+           "wkv_b (kv_b_proj)");
+    expect_vector(kv_a_norm, c.kv_lora_rank(), "kv_a_norm");
+    expect(wk, 0, 0, "wk");
+    expect(wv, 0, 0, "wv");
+  } else {
+    expect(wq, c.q_width(), hidden, "wq");
+    expect(wk, c.kv_width(), hidden, "wk");
+    expect(wv, c.kv_width(), hidden, "wv");
+    for (const WeightMatrix* m : {&wq_a, &wq_b, &wkv_a, &wkv_b}) expect(*m, 0, 0, "MLA weight");
+    expect_vector(q_a_norm, 0, "q_a_norm");
+    expect_vector(kv_a_norm, 0, "kv_a_norm");
+  }
+  expect(wo, hidden, c.o_width(), "wo");
   expect(w_gate, c.ffn_size(), hidden, "w_gate");
   expect(w_up, c.ffn_size(), hidden, "w_up");
   expect(w_down, hidden, c.ffn_size(), "w_down");
@@ -91,9 +160,10 @@ void LayerWeights::check_shapes(const LayerConfig& c) const {
 
 std::uint64_t LayerWeights::bytes() const {
   std::uint64_t total = 0;
-  for (const std::vector<float>* v : {&attn_norm, &mlp_norm, &bq, &bk, &bv, &bo, &q_norm, &k_norm})
+  for (const std::vector<float>* v :
+       {&attn_norm, &mlp_norm, &bq, &bk, &bv, &bo, &q_norm, &k_norm, &q_a_norm, &kv_a_norm})
     total += v->size() * sizeof(float);
-  for (const WeightMatrix* m : {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}) total += m->bytes();
+  for (const WeightMatrix* m : matrices()) total += m->bytes();
   return total;
 }
 

@@ -10,13 +10,13 @@
 namespace kvscope {
 
 struct LayerWeights {
-  WeightMatrix wq;         // [n_heads·head_dim × hidden]
-  WeightMatrix wk;         // [n_kv_heads·head_dim × hidden]
-  WeightMatrix wv;         // [n_kv_heads·head_dim × hidden]
-  WeightMatrix wo;         // [hidden × n_heads·head_dim]
-  WeightMatrix w_gate;     // [ffn × hidden]
-  WeightMatrix w_up;       // [ffn × hidden]
-  WeightMatrix w_down;     // [hidden × ffn]
+  WeightMatrix wq;               // [n_heads·head_dim × hidden]
+  WeightMatrix wk;               // [n_kv_heads·head_dim × hidden]
+  WeightMatrix wv;               // [n_kv_heads·head_dim × hidden]
+  WeightMatrix wo;               // [hidden × n_heads·head_dim]
+  WeightMatrix w_gate;           // [ffn × hidden]
+  WeightMatrix w_up;             // [ffn × hidden]
+  WeightMatrix w_down;           // [hidden × ffn]
   std::vector<float> attn_norm;  // [hidden], RMSNorm before attention
   std::vector<float> mlp_norm;   // [hidden], RMSNorm before the MLP
   // Present only where the config says so (LayerConfig::qkv_bias, o_bias, qk_norm); else empty.
@@ -26,12 +26,26 @@ struct LayerWeights {
   std::vector<float> bo;      // [hidden]
   std::vector<float> q_norm;  // [head_dim], RMSNorm weight shared by every query head
   std::vector<float> k_norm;  // [head_dim], shared by every kv head
+  // MLA (LayerConfig::is_mla()), else empty. An MLA layer keeps q_proj [n_heads·qk_head_dim ×
+  // hidden] in wq when q_lora_rank is 0 (else wq is empty), wo is [hidden × n_heads·v_head_dim],
+  // and wk, wv are empty.
+  WeightMatrix wq_a;             // [q_lora_rank × hidden], q_a_proj
+  WeightMatrix wq_b;             // [n_heads·qk_head_dim × q_lora_rank], q_b_proj
+  WeightMatrix wkv_a;            // [kv_lora_rank + qk_rope_head_dim × hidden], kv_a_proj_with_mqa
+  WeightMatrix wkv_b;            // [n_heads·(qk_nope_head_dim + v_head_dim) × kv_lora_rank]
+  std::vector<float> q_a_norm;   // [q_lora_rank], q_a_layernorm
+  std::vector<float> kv_a_norm;  // [kv_lora_rank], kv_a_layernorm
 
   // Deterministic weights from `seed`: projections uniform in ±1/sqrt(in) (so activations
   // keep their scale) rounded to `dtype`, norm weights uniform in [0.9, 1.1], biases (if
   // any) in ±0.5.
   static LayerWeights random(const LayerConfig& config, std::uint64_t seed,
                              WeightDtype dtype = WeightDtype::f32);
+
+  // Every projection and every f32 vector, present or empty (for code that visits them all).
+  std::vector<WeightMatrix*> matrices();
+  std::vector<const WeightMatrix*> matrices() const;
+  std::vector<std::vector<float>*> vectors();
 
   // Bytes one decode step reads: every projection in its type plus the f32 vectors.
   std::uint64_t bytes() const;

@@ -32,6 +32,11 @@ double llama3_frequency(double inv_freq, const RopeScaling& s) {
 
 std::vector<double> rope_inv_frequencies(std::size_t head_dim, double theta,
                                          const RopeScaling& scaling) {
+  if (scaling.kind == RopeScaling::Kind::yarn) {
+    throw std::invalid_argument(
+        "rope_scaling type \"yarn\" is not implemented (transformers' DeepSeek-V2 and "
+        "DeepSeek's reference code disagree on its softmax scale mscale)");
+  }
   if (scaling.kind == RopeScaling::Kind::llama3) {
     require_positive(scaling.factor, "factor");
     require_positive(scaling.low_freq_factor, "low_freq_factor");

@@ -55,7 +55,7 @@ WeightMatrix WeightMatrix::borrowed(const void* data, WeightDtype dtype, std::si
 std::vector<float> WeightMatrix::to_f32() const {
   std::vector<float> out(rows_ * cols_);
   if (dtype_ == WeightDtype::f32) {
-    std::memcpy(out.data(), data_, out.size() * sizeof(float));
+    if (!out.empty()) std::memcpy(out.data(), data_, out.size() * sizeof(float));  // empty: null
     return out;
   }
   const auto* bits = static_cast<const std::uint16_t*>(data_);

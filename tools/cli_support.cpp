@@ -47,13 +47,34 @@ void AttentionShapeFlags::resolve(const CLI::App& app) {
     from = find_model_preset(model);
   } else if (!config.empty()) {
     const HfModelConfig hf = load_hf_config(config);
+    const MlaShape& m = hf.shape.mla;
     from = {.n_heads = hf.shape.n_heads,
             .n_kv_heads = hf.shape.n_kv_heads,
-            .head_dim = hf.shape.head_dim,
+            .head_dim =
+                m.kv_lora_rank > 0 ? m.qk_nope_head_dim + m.qk_rope_head_dim : hf.shape.head_dim,
             .n_layers = hf.num_hidden_layers,
             .hidden_size = hf.shape.hidden_size,
             .ffn_size = hf.shape.ffn_size,
-            .window = hf.shape.sliding_window};
+            .window = hf.shape.sliding_window,
+            .kv_lora_rank = m.kv_lora_rank,
+            .qk_rope_head_dim = m.qk_rope_head_dim,
+            .v_head_dim = m.v_head_dim,
+            .q_lora_rank = m.q_lora_rank};
+  }
+  mla_latent = from.kv_lora_rank;
+  mla_rope = from.qk_rope_head_dim;
+  mla_v_head_dim = from.v_head_dim;
+  mla_q_lora_rank = from.q_lora_rank;
+  if (is_mla()) {
+    for (const char* flag : {"--kv-heads", "--d-head", "--window"}) {
+      if (app.get_option_no_throw(flag) != nullptr && app.count(flag) > 0) {
+        throw std::invalid_argument(std::string(flag) + " does not apply to " +
+                                    (model.empty() ? config : model) +
+                                    ": multi-head latent attention (MLA) caches one latent of " +
+                                    std::to_string(mla_latent) + " and one rope key of " +
+                                    std::to_string(mla_rope) + " values per token for all heads");
+      }
+    }
   }
   if (app.count("--window") == 0) window = from.window;
   if (app.count("--window") > 0 && window < 1) {
@@ -74,6 +95,13 @@ void AttentionShapeFlags::resolve(const CLI::App& app) {
   } else if (!explicit_kv_heads) {
     kv_heads = heads;
   }
+}
+
+void AttentionShapeFlags::refuse_mla(std::string_view command) const {
+  if (!is_mla()) return;
+  throw std::invalid_argument(std::string(model.empty() ? config : model) +
+                              " uses multi-head latent attention (MLA): " + std::string(command) +
+                              " measures K/V caches per kv head, not a latent cache");
 }
 
 void ComputeFlags::add_to(CLI::App& app) {

@@ -26,6 +26,11 @@ struct AttentionShapeFlags {
   std::int64_t hidden_size = 0;  // from --model or --config; 0 when neither gave it
   std::int64_t ffn_size = 0;
   std::int64_t window = 0;  // --window, else the preset's or config's sliding window; 0: none
+  // MLA (a deepseek-v2 preset or config): latent and rope values cached per token; 0: not MLA.
+  // d_head is then a query/key head's nope + rope.
+  std::int64_t mla_latent = 0, mla_rope = 0;
+  std::int64_t mla_v_head_dim = 0, mla_q_lora_rank = 0;  // for the report's full layer
+  bool is_mla() const { return mla_latent > 0; }
 
   // Tokens a cache of `tokens` positions holds: all of them, or the last `window`.
   std::int64_t cached_tokens(std::int64_t tokens) const {
@@ -35,7 +40,11 @@ struct AttentionShapeFlags {
   // --tokens and --kv-heads are left out where a command takes them as lists.
   void add_to(CLI::App& app, bool with_layers, bool with_tokens_and_kv_heads = true);
   // Applies --model / --config and the --kv-heads default; call from the subcommand's callback.
+  // An MLA model with --kv-heads, --d-head or --window is refused (they do not shape its cache).
   void resolve(const CLI::App& app);
+  // Throws std::invalid_argument naming `command` for an MLA model (what it measures is a
+  // K/V cache per kv head).
+  void refuse_mla(std::string_view command) const;
 };
 
 // --threads (default: OpenMP's maximum), --isa (default: $KVSCOPE_ISA or the best),

@@ -33,6 +33,7 @@ struct DecodeFlags {
 // attention shape (LayerConfig names a bad size or head ratio).
 DecodeTimingRequest decode_request(DecodeFlags& f, const CLI::App& cmd) {
   f.shape.resolve(cmd);
+  f.shape.refuse_mla("`kvscope decode`");
   const DecodeTimingRequest request{.n_heads = f.shape.heads,
                                     .n_kv_heads = f.shape.kv_heads,
                                     .head_dim = f.shape.d_head,

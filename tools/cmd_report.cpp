@@ -94,6 +94,13 @@ std::int64_t llama_ffn_size(std::int64_t hidden) { return (8 * hidden / 3 + 255)
 ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
   f.shape.resolve(cmd);
   ReportRequest request;
+  if (f.shape.is_mla()) {  // one MLA row per context; its cache is f32
+    request.mla = {.kv_lora_rank = f.shape.mla_latent,
+                   .q_lora_rank = f.shape.mla_q_lora_rank,
+                   .qk_nope_head_dim = f.shape.d_head - f.shape.mla_rope,
+                   .qk_rope_head_dim = f.shape.mla_rope,
+                   .v_head_dim = f.shape.mla_v_head_dim};
+  }
   request.n_heads = f.shape.heads;
   request.head_dim = f.shape.d_head;
   request.layers = f.shape.layers;
@@ -105,6 +112,7 @@ ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
   request.kv_dtypes.clear();
   for (const std::string& name : split_list(f.kv_dtypes))
     request.kv_dtypes.push_back(parse_kv_types(name));
+  if (f.shape.is_mla() && cmd.count("--kv-dtypes") == 0) request.kv_dtypes = {KvDtype::f32};
   request.hidden_size = f.shape.heads * f.shape.d_head;
   request.ffn_size = llama_ffn_size(request.hidden_size);
   const bool from_model = f.shape.hidden_size > 0;  // --model or --config

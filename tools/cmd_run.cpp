@@ -75,6 +75,12 @@ void run(const RunOptions& o, const RunChoices& choices) {
     fail("--layer", std::to_string(o.layer) + " is out of range: " + config_path.string() +
                         " has num_hidden_layers " + std::to_string(hf.num_hidden_layers));
   }
+  if (hf.first_moe_layer >= 0 && o.layer >= hf.first_moe_layer) {
+    fail("--layer", std::to_string(o.layer) + " of " + config_path.string() +
+                        " is a mixture-of-experts layer (first_k_dense_replace " +
+                        std::to_string(hf.first_moe_layer) +
+                        "): MoE is not implemented, only the dense layers before it run");
+  }
 
   const NpyArray input = read_npy(o.input);
   const auto hidden = static_cast<std::uint64_t>(hf.shape.hidden_size);
@@ -113,26 +119,32 @@ void run(const RunOptions& o, const RunChoices& choices) {
   }();
   LayerWeights weights = load_layer_weights(o.model_dir, static_cast<std::size_t>(o.layer), config);
   const std::uint64_t weight_bytes = weights.bytes();
-  const WeightDtype weights_dtype = weights.wq.dtype();
-  const bool mapped = weights.wq.is_borrowed();
+  const WeightDtype weights_dtype = weights.wo.dtype();  // every layer has o_proj
+  const bool mapped = weights.wo.is_borrowed();
   DecoderLayer layer(config, std::move(weights),
                      {.kv_dtype = kv_dtype, .isa = isa, .threads = o.threads, .compute = compute});
 
   require_memory(checked_mul(config.kv_cache_bytes(kv_dtype), batch, "the batch's KV caches"),
                  "the KV caches of the batch");
-  std::vector<LayerSequence> sequences;
-  for (std::size_t b = 0; b < batch; ++b) sequences.push_back(layer.new_sequence());
+  if (config.is_mla() && batch > 1) {
+    fail(o.input, "holds " + std::to_string(batch) +
+                      " sequences, but batches of MLA layers are not implemented: give [n, "
+                      "hidden_size]");
+  }
+  // Sequence 0 is the layer's own; the others get caches of their own.
+  std::vector<LayerSequence> others;
+  for (std::size_t b = 1; b < batch; ++b) others.push_back(layer.new_sequence());
+  std::vector<LayerSequence*> step_batch{&layer.own_sequence()};
+  for (LayerSequence& s : others) step_batch.push_back(&s);
   const float* in = input.data.data();
   std::vector<float> output(batch * n * hidden);
   const auto at = [&](std::size_t b, std::size_t row) { return (b * n + row) * hidden; };
   if (prefill > 0) {
     for (std::size_t b = 0; b < batch; ++b) {
-      const std::vector<float> y = layer.prefill(sequences[b], in + at(b, 0), prefill);
+      const std::vector<float> y = layer.prefill(*step_batch[b], in + at(b, 0), prefill);
       std::copy(y.begin(), y.end(), output.begin() + static_cast<std::ptrdiff_t>(at(b, 0)));
     }
   }
-  std::vector<LayerSequence*> step_batch;
-  for (LayerSequence& s : sequences) step_batch.push_back(&s);
   std::vector<float> x(batch * hidden);
   for (std::size_t row = prefill; row < n; ++row) {  // one step: row `row` of every sequence
     for (std::size_t b = 0; b < batch; ++b)
@@ -148,10 +160,11 @@ void run(const RunOptions& o, const RunChoices& choices) {
             << (batched ? std::to_string(batch) + " × " : std::string()) << n << " × " << hidden
             << "]: layer " << o.layer << ", " << prefill << " rows prefilled, " << n - prefill
             << " decoded" << (batched ? " (" + std::to_string(batch) + " sequences a step)" : "")
-            << ", isa "
-            << to_string(isa) << ", kv " << to_string(kv_dtype) << ", attention on "
-            << to_string(attention_compute_unit(kv_dtype, isa, compute,
-                                                config.n_heads() / config.n_kv_heads()))
+            << ", isa " << to_string(isa) << ", kv " << to_string(kv_dtype) << ", attention "
+            << (config.is_mla()
+                    ? std::string("MLA (latent cache, absorbed decode)")
+                    : "on " + std::string(to_string(attention_compute_unit(
+                                  kv_dtype, isa, compute, config.n_heads() / config.n_kv_heads()))))
             << " in decode, " << o.threads << " threads\n"
             << "memory: peak RSS " << format_bytes(peak_rss_bytes()) << "; layer weights "
             << format_bytes(weight_bytes) << " (" << to_string(weights_dtype)
@@ -166,7 +179,8 @@ void add_run_command(CLI::App& app, OnParsed then) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run",
                                      "Run one decoder layer of a Hugging Face model (llama, "
-                                     "mistral, qwen2, qwen3) on an .npy input");
+                                     "mistral, qwen2, qwen3, deepseek_v2's dense layers) on an "
+                                     ".npy input");
   cmd->add_option("--model", options->model_dir,
                   "Model directory: config.json and model.safetensors (or shards + index)")
       ->required();

@@ -20,15 +20,31 @@ struct SizeFlags {
   bool json = false;
 };
 
+// The variant's name: MHA, GQA-n, MQA, or MLA.
+std::string variant(const AttentionShapeFlags& s) {
+  return s.is_mla() ? "MLA" : attention_variant(s.heads, s.kv_heads);
+}
+
 void print_size(const SizeFlags& f, const KvFootprint& fp) {
   const auto& s = f.shape;
-  std::printf(
-      "KV cache: %lld query heads, %lld kv heads (%s), d_head %lld, %s tokens, %lld layer%s, "
-      "batch %lld, %s\n\n",
-      static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads),
-      attention_variant(s.heads, s.kv_heads).c_str(), static_cast<long long>(s.d_head),
-      with_commas(s.tokens).c_str(), static_cast<long long>(s.layers), s.layers == 1 ? "" : "s",
-      static_cast<long long>(f.batch), std::string(to_string(f.dtype)).c_str());
+  if (s.is_mla()) {
+    std::printf(
+        "KV cache: multi-head latent attention (MLA), %lld query heads of d_head %lld sharing "
+        "one latent of %lld and one rope key of %lld values per token, %s tokens, %lld layer%s, "
+        "batch %lld, %s\n\n",
+        static_cast<long long>(s.heads), static_cast<long long>(s.d_head),
+        static_cast<long long>(s.mla_latent), static_cast<long long>(s.mla_rope),
+        with_commas(s.tokens).c_str(), static_cast<long long>(s.layers), s.layers == 1 ? "" : "s",
+        static_cast<long long>(f.batch), std::string(to_string(f.dtype)).c_str());
+  } else {
+    std::printf(
+        "KV cache: %lld query heads, %lld kv heads (%s), d_head %lld, %s tokens, %lld layer%s, "
+        "batch %lld, %s\n\n",
+        static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads),
+        attention_variant(s.heads, s.kv_heads).c_str(), static_cast<long long>(s.d_head),
+        with_commas(s.tokens).c_str(), static_cast<long long>(s.layers), s.layers == 1 ? "" : "s",
+        static_cast<long long>(f.batch), std::string(to_string(f.dtype)).c_str());
+  }
   if (s.window > 0) {
     std::printf(
         "Sliding window %s: the cache keeps at most the last %s tokens (a ring per kv "
@@ -42,9 +58,14 @@ void print_size(const SizeFlags& f, const KvFootprint& fp) {
     std::printf("%-8s %16s bytes %36s %36s\n", name, with_commas(per_token).c_str(),
                 format_bytes(total / layers).c_str(), format_bytes(total).c_str());
   };
-  row("K", fp.k_bytes_per_token_layer, fp.k_bytes);
-  row("V", fp.v_bytes_per_token_layer, fp.v_bytes);
-  row("scales", fp.scale_bytes_per_token_layer, fp.scale_bytes);
+  if (s.is_mla()) {
+    row("latent", fp.k_bytes_per_token_layer, fp.k_bytes);
+    row("rope", fp.v_bytes_per_token_layer, fp.v_bytes);
+  } else {
+    row("K", fp.k_bytes_per_token_layer, fp.k_bytes);
+    row("V", fp.v_bytes_per_token_layer, fp.v_bytes);
+    row("scales", fp.scale_bytes_per_token_layer, fp.scale_bytes);
+  }
   row("total", fp.bytes_per_token_layer, fp.total_bytes);
   if (s.window > 0 && s.tokens >= s.window) {
     std::printf(
@@ -61,7 +82,9 @@ void print_size(const SizeFlags& f, const KvFootprint& fp) {
 nlohmann::json size_json(const SizeFlags& f, const KvFootprint& fp) {
   return {{"n_heads", f.shape.heads},
           {"n_kv_heads", f.shape.kv_heads},
-          {"variant", attention_variant(f.shape.heads, f.shape.kv_heads)},
+          {"variant", variant(f.shape)},
+          {"kv_lora_rank", f.shape.mla_latent},    // MLA only, else 0
+          {"qk_rope_head_dim", f.shape.mla_rope},  // MLA only, else 0
           {"head_dim", f.shape.d_head},
           {"tokens", f.shape.tokens},
           {"window", f.shape.window},
@@ -106,7 +129,9 @@ void add_size_command(CLI::App& app, OnParsed then) {
                                          .tokens = s.cached_tokens(s.tokens),
                                          .layers = s.layers,
                                          .batch = flags->batch,
-                                         .dtype = flags->dtype});
+                                         .dtype = flags->dtype,
+                                         .mla_latent = s.mla_latent,
+                                         .mla_rope = s.mla_rope});
     if (then == OnParsed::validate_only) return;
     if (flags->json) {
       std::cout << size_json(*flags, fp).dump(2) << "\n";

@@ -198,8 +198,8 @@ std::string report_table(const std::vector<ReportRow>& rows) {
                 "%-7s %4s %-8s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %11s %9s "
                 "%9s\n",
                 "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step",
-                "step median ± stdev", "tokens/s", "GB/s", "read GB/s", "of bw", "light",
-                "of SoL", "layer t/s", "prefill t/s", "rel err", "KL");
+                "step median ± stdev", "tokens/s", "GB/s", "read GB/s", "of bw", "light", "of SoL",
+                "layer t/s", "prefill t/s", "rel err", "KL");
   out += line;
   for (const ReportRow& r : rows) {
     const std::string range =
@@ -225,6 +225,22 @@ std::string report_table(const std::vector<ReportRow>& rows) {
   return out;
 }
 
+// The first paragraph for an MLA row: what its decode step reads.
+std::string explain_mla(const ReportRow& b) {
+  char buf[1200];
+  std::snprintf(buf, sizeof buf,
+                "One decode step at %s tokens (%lld query heads, multi-head latent attention, "
+                "absorbed) folds W_UK into each head's query, so every head asks a question of "
+                "%lld values (latent + rope), and reads the shared latent cache once for all "
+                "heads: %s rows, %s in all for MLA f32. W_UV turns each head's attended latent "
+                "into its value afterwards (both folds are projections, in the layer's step, not "
+                "in this attention time).\n",
+                with_commas(b.tokens).c_str(), static_cast<long long>(b.n_heads),
+                static_cast<long long>(b.head_dim), with_commas(b.tokens).c_str(),
+                mb(b.bytes_read_per_step).c_str());
+  return buf;
+}
+
 std::string explain_report(const std::vector<ReportRow>& rows) {
   if (rows.empty()) return "";
   const ReportRow& b = explained_row(rows);
@@ -232,16 +248,21 @@ std::string explain_report(const std::vector<ReportRow>& rows) {
   const std::int64_t tokens = b.tokens;
   std::string text;
   char buf[1200];
-  std::snprintf(buf, sizeof buf,
-                "One decode step at %s tokens (%lld query heads × d_head %lld) recomputes only the "
-                "new token: its q, k and v (one row through W_Q, W_K, W_V) and one 1×%s score row "
-                "per query head. It only re-reads the cache: %s K rows and as many V rows per kv "
-                "head, %s in all for %s %s.\n",
-                with_commas(tokens).c_str(), static_cast<long long>(b.n_heads),
-                static_cast<long long>(b.head_dim), with_commas(tokens + 1).c_str(),
-                with_commas(tokens).c_str(), mb(b.bytes_read_per_step).c_str(), b.variant.c_str(),
-                std::string(to_string(b.kv_dtype)).c_str());
-  text += buf;
+  if (b.variant == "MLA") {
+    text += explain_mla(b);
+  } else {
+    std::snprintf(
+        buf, sizeof buf,
+        "One decode step at %s tokens (%lld query heads × d_head %lld) recomputes only the "
+        "new token: its q, k and v (one row through W_Q, W_K, W_V) and one 1×%s score row "
+        "per query head. It only re-reads the cache: %s K rows and as many V rows per kv "
+        "head, %s in all for %s %s.\n",
+        with_commas(tokens).c_str(), static_cast<long long>(b.n_heads),
+        static_cast<long long>(b.head_dim), with_commas(tokens + 1).c_str(),
+        with_commas(tokens).c_str(), mb(b.bytes_read_per_step).c_str(), b.variant.c_str(),
+        std::string(to_string(b.kv_dtype)).c_str());
+    text += buf;
+  }
   const double memory_s =
       static_cast<double>(b.bytes_read_per_step) / (b.read_bandwidth_gbps * 1e9);
   const double compute_s = static_cast<double>(b.flops_per_step) / (b.compute_peak_gops * 1e9);
@@ -270,6 +291,18 @@ std::string explain_report(const std::vector<ReportRow>& rows) {
     gains += buf;
   }
   if (!gains.empty()) text += "Against it: " + gains + ".\n";
+  if (b.variant == "MLA") {
+    // An f32 MHA cache: 4·heads·d FLOPs per token against 2·heads·d·4 bytes.
+    const double intensity =
+        static_cast<double>(b.flops_per_step) / static_cast<double>(b.bytes_read_per_step);
+    std::snprintf(buf, sizeof buf,
+                  "MLA's absorbed decode is compute-heavier per byte: %.1f FLOPs per byte read "
+                  "(each of the %lld heads scores and sums the whole shared row of %lld values), "
+                  "against 0.5 for an f32 MHA cache and 0.5 × the group size for GQA, so it meets "
+                  "the compute roof at caches where the K/V variants are still bound by memory.\n",
+                  intensity, static_cast<long long>(b.n_heads), static_cast<long long>(b.head_dim));
+    text += buf;
+  }
   return text + explain_cache_fit(rows);
 }
 
@@ -326,22 +359,21 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows) {
   }
   if (r == nullptr) return "";
   char buf[1000];
-  std::snprintf(buf, sizeof buf,
-                "The full layer (%s %s, %s tokens, %s weights): a step takes %s and reads %s, "
-                "%s of weights and %s of cache. Timed inside the step: the projections "
-                "(reading the weights, %.1f GB/s) take %.0f%% of it, attention (reading the "
-                "cache) %.0f%%, the rest (norms, RoPE, SwiGLU, residuals) %.0f%%.\n",
-                r->variant.c_str(), std::string(to_string(r->kv_dtype)).c_str(),
-                with_commas(r->tokens).c_str(), std::string(to_string(r->weights_dtype)).c_str(),
-                format_seconds(r->layer_seconds_median).c_str(), mb(r->layer_bytes_per_step).c_str(),
-                mb(r->layer_weight_bytes).c_str(),
-                mb(r->layer_bytes_per_step - r->layer_weight_bytes).c_str(),
-                r->layer_weights_share > 0 ? static_cast<double>(r->layer_weight_bytes) /
-                                                 (r->layer_weights_share * r->layer_seconds_median) /
-                                                 1e9
-                                           : 0.0,
-                100 * r->layer_weights_share, 100 * r->layer_attention_share,
-                100 * r->layer_other_share);
+  std::snprintf(
+      buf, sizeof buf,
+      "The full layer (%s %s, %s tokens, %s weights): a step takes %s and reads %s, "
+      "%s of weights and %s of cache. Timed inside the step: the projections "
+      "(reading the weights, %.1f GB/s) take %.0f%% of it, attention (reading the "
+      "cache) %.0f%%, the rest (norms, RoPE, SwiGLU, residuals) %.0f%%.\n",
+      r->variant.c_str(), std::string(to_string(r->kv_dtype)).c_str(),
+      with_commas(r->tokens).c_str(), std::string(to_string(r->weights_dtype)).c_str(),
+      format_seconds(r->layer_seconds_median).c_str(), mb(r->layer_bytes_per_step).c_str(),
+      mb(r->layer_weight_bytes).c_str(),
+      mb(r->layer_bytes_per_step - r->layer_weight_bytes).c_str(),
+      r->layer_weights_share > 0 ? static_cast<double>(r->layer_weight_bytes) /
+                                       (r->layer_weights_share * r->layer_seconds_median) / 1e9
+                                 : 0.0,
+      100 * r->layer_weights_share, 100 * r->layer_attention_share, 100 * r->layer_other_share);
   std::string text = buf;
   if (r->prefill_seconds > 0) {
     std::snprintf(buf, sizeof buf,

@@ -26,11 +26,13 @@ LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& wei
                                 std::to_string(steps + 1) + " steps exceeds the capacity " +
                                 std::to_string(config.capacity()));
   }
-  const std::uint64_t cache_bytes =
+  const std::uint64_t cache_bytes =  // one sequence's, as a step reads it
       kv_footprint({.n_kv_heads = static_cast<std::int64_t>(config.n_kv_heads()),
                     .head_dim = static_cast<std::int64_t>(config.head_dim()),
                     .tokens = context,
-                    .dtype = kv_dtype})
+                    .dtype = kv_dtype,
+                    .mla_latent = static_cast<std::int64_t>(config.kv_lora_rank()),
+                    .mla_rope = static_cast<std::int64_t>(config.qk_rope_head_dim())})
           .total_bytes;
   require_memory(checked_add(config.weight_bytes(weights.wq.dtype()),
                              checked_mul(config.kv_cache_bytes(kv_dtype),
@@ -44,11 +46,18 @@ LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& wei
   for (std::int64_t b = 1; b < batch; ++b) sequences.push_back(layer.new_sequence());
   step_batch.push_back(&layer.own_sequence());  // sequence 0: no cache beyond the layer's own
   for (LayerSequence& s : sequences) step_batch.push_back(&s);
-  for (std::size_t b = 0; b < step_batch.size(); ++b) {
-    append_random_context(static_cast<std::size_t>(context), config.kv_width(), 1 + b,
-                          [&](const float* k, const float* v, std::size_t n) {
-                            DecoderLayer::append_context(*step_batch[b], k, v, n);
+  if (config.is_mla()) {  // the latent rows as stand-ins; the second half is ignored
+    append_random_context(static_cast<std::size_t>(context), config.mla_row_width(), 1,
+                          [&](const float* rows, const float*, std::size_t n) {
+                            layer.append_latent_context(rows, n);
                           });
+  } else {
+    for (std::size_t b = 0; b < step_batch.size(); ++b) {
+      append_random_context(static_cast<std::size_t>(context), config.kv_width(), 1 + b,
+                            [&](const float* k, const float* v, std::size_t n) {
+                              DecoderLayer::append_context(*step_batch[b], k, v, n);
+                            });
+    }
   }
   std::vector<float> x(static_cast<std::size_t>(batch) * config.hidden_size());
   fill_uniform(x, 7, -1.0f, 1.0f);
@@ -82,9 +91,9 @@ std::uint64_t layer_prefill_bytes(const LayerConfig& c, std::int64_t tokens, KvT
   const std::uint64_t activations = checked_mul(
       checked_mul(static_cast<std::uint64_t>(tokens), row_floats, "prefill activations"),
       sizeof(float), "prefill activations");
-  return checked_add(checked_add(c.weight_bytes(weights_dtype), c.kv_cache_bytes(kv_dtype),
-                                 "prefill memory"),
-                     activations, "prefill memory");
+  return checked_add(
+      checked_add(c.weight_bytes(weights_dtype), c.kv_cache_bytes(kv_dtype), "prefill memory"),
+      activations, "prefill memory");
 }
 
 LayerPrefillTiming time_layer_prefill(const LayerConfig& config, const LayerWeights& weights,

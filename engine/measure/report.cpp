@@ -14,14 +14,28 @@
 #include "engine/measure/layer_timing.hpp"
 #include "engine/measure/machine_limits.hpp"
 #include "engine/measure/machine_quiet.hpp"
+#include "engine/measure/mla_timing.hpp"
 #include "engine/measure/repetitions.hpp"
 #include "engine/memory.hpp"
+#include "engine/mla_attention.hpp"
 
 namespace kvscope {
 namespace {
 
+bool is_mla(const ReportRequest& r) { return r.mla.kv_lora_rank > 0; }
+
 LayerConfig layer_config(const ReportRequest& r, std::int64_t kv_heads, std::int64_t tokens) {
   // Capacity: the context, the warm-up step and the timed steps.
+  if (is_mla(r)) {
+    LayerShape s{.hidden_size = r.hidden_size,
+                 .n_heads = r.n_heads,
+                 .n_kv_heads = r.n_heads,
+                 .head_dim = r.mla.qk_rope_head_dim,
+                 .ffn_size = r.ffn_size,
+                 .capacity = tokens + r.steps + 2};
+    s.mla = r.mla;
+    return LayerConfig(s);
+  }
   return LayerConfig({.hidden_size = r.hidden_size,
                       .n_heads = r.n_heads,
                       .n_kv_heads = kv_heads,
@@ -54,6 +68,28 @@ constexpr int kReadLoopRepeats = 7;  // read-loop sweeps per row, shared among t
 ReportRow row_shape(const ReportRequest& r, std::int64_t tokens, std::int64_t kv_heads,
                     KvTypes dtype) {
   ReportRow row;
+  if (is_mla(r)) {
+    const std::int64_t latent = r.mla.kv_lora_rank, rope = r.mla.qk_rope_head_dim;
+    row.variant = "MLA";
+    row.n_heads = r.n_heads;
+    row.n_kv_heads = 1;
+    row.head_dim = latent + rope;
+    row.tokens = tokens;
+    row.layers = r.layers;
+    row.kv_dtype = KvDtype::f32;
+    row.isa = r.isa;
+    row.compute = r.compute;
+    row.threads = r.threads;
+    row.cache_state = r.cache_state;
+    const KvFootprint fp = kv_footprint(
+        {.tokens = tokens, .layers = r.layers, .mla_latent = latent, .mla_rope = rope});
+    row.cache_bytes = fp.bytes_per_layer;
+    row.cache_bytes_all_layers = fp.total_bytes;
+    row.flops_per_step =
+        mla_decode_flops(static_cast<std::uint64_t>(r.n_heads), static_cast<std::uint64_t>(latent),
+                         static_cast<std::uint64_t>(rope), static_cast<std::uint64_t>(tokens));
+    return row;
+  }
   row.variant = attention_variant(r.n_heads, kv_heads);
   row.n_heads = r.n_heads;
   row.n_kv_heads = kv_heads;
@@ -132,19 +168,30 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
   for (std::int64_t batch : r.batches) {
     if (batch < 1)
       throw std::invalid_argument("batch sizes must be at least 1, got " + std::to_string(batch));
+    if (batch > 1 && is_mla(r)) {
+      throw std::invalid_argument("batch " + std::to_string(batch) +
+                                  ": batches of MLA layers are not implemented");
+    }
     if (batch > 1 && !r.measure_layer) {
       throw std::invalid_argument("batch " + std::to_string(batch) +
                                   " needs the full layer, which --no-layer turns off");
     }
   }
   const std::uint64_t llc = report_llc_bytes(r, nullptr);
+  if (is_mla(r) && (r.kv_dtypes.size() != 1 || r.kv_dtypes[0] != KvTypes(KvDtype::f32))) {
+    throw std::invalid_argument(
+        "MLA's latent cache is f32 only: the report's cache types must "
+        "be just f32");
+  }
   std::uint64_t peak = 0;
   for (std::int64_t tokens : r.tokens) {
-    for (std::int64_t kv_heads : r.kv_heads) {
+    for (std::int64_t kv_heads : is_mla(r) ? std::vector<std::int64_t>{r.n_heads} : r.kv_heads) {
       // Validates every size and the head ratio, naming the bad value.
       const LayerConfig config = layer_config(r, kv_heads, tokens);
-      (void)kv_footprint(
-          {.n_kv_heads = kv_heads, .head_dim = r.head_dim, .tokens = tokens, .layers = r.layers});
+      if (!is_mla(r)) {
+        (void)kv_footprint(
+            {.n_kv_heads = kv_heads, .head_dim = r.head_dim, .tokens = tokens, .layers = r.layers});
+      }
       for (KvTypes dtype : r.kv_dtypes) {
         const std::uint64_t cache = config.kv_cache_bytes(dtype);
         std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
@@ -160,7 +207,7 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
                                   "report memory"));
           }
         }
-        if (r.measure_layer && r.measure_prefill) {
+        if (r.measure_layer && r.measure_prefill && !is_mla(r)) {
           need = std::max(need, layer_prefill_bytes(config, tokens, dtype, r.weights_dtype));
         }
         peak = std::max(peak, need);
@@ -193,6 +240,10 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   };
   std::vector<ReportRow> rows;
   for (std::int64_t tokens : r.tokens) {
+    if (is_mla(r)) {
+      rows.push_back(row_shape(r, tokens, r.n_heads, KvDtype::f32));
+      continue;
+    }
     for (std::int64_t kv_heads : r.kv_heads) {
       for (KvTypes dtype : r.kv_dtypes) rows.push_back(row_shape(r, tokens, kv_heads, dtype));
     }
@@ -216,19 +267,22 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                    std::to_string(rows.size()) + ", pass " + std::to_string(pass + 1) + "/" +
                    std::to_string(r.repetitions) + ")");
       }
-      const DecodeTiming t = time_attention_decode({.n_heads = r.n_heads,
-                                                    .n_kv_heads = row.n_kv_heads,
-                                                    .head_dim = r.head_dim,
-                                                    .tokens = row.tokens,
-                                                    .kv_dtype = row.kv_dtype,
-                                                    .isa = r.isa,
-                                                    .compute = r.compute,
-                                                    .threads = r.threads,
-                                                    .steps = steps_per_pass,
-                                                    .layers = r.layers,
-                                                    .cache_state = r.cache_state,
-                                                    .cold_method = r.cold_method,
-                                                    .llc_bytes = llc});
+      const DecodeTimingRequest request{.n_heads = r.n_heads,
+                                        .n_kv_heads = row.n_kv_heads,
+                                        .head_dim = r.head_dim,
+                                        .tokens = row.tokens,
+                                        .kv_dtype = row.kv_dtype,
+                                        .isa = r.isa,
+                                        .compute = r.compute,
+                                        .threads = r.threads,
+                                        .steps = steps_per_pass,
+                                        .layers = r.layers,
+                                        .cache_state = r.cache_state,
+                                        .cold_method = r.cold_method,
+                                        .llc_bytes = llc};
+      const DecodeTiming t =
+          is_mla(r) ? time_mla_attention_decode(request, r.mla.kv_lora_rank, r.mla.qk_rope_head_dim)
+                    : time_attention_decode(request);
       steps[i].insert(steps[i].end(), t.step_seconds.begin(), t.step_seconds.end());
       row.attn_seconds_repetitions.push_back(t.layer_median_s);
       CachePlan read_plan = t.plan;  // the same rotation over the bytes a step reads
@@ -246,16 +300,20 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       row.llc_source = llc_source;
       row.bytes_read_per_model_step = t.bytes_read_per_step;
       row.bytes_read_per_step = t.bytes_read_per_layer;
-      if (r.progress) r.progress("accuracy of " + to_string(row.kv_dtype) + " against f32");
-      const AttnAccuracy accuracy = measure_attn_accuracy({.n_heads = r.n_heads,
-                                                           .n_kv_heads = row.n_kv_heads,
-                                                           .head_dim = r.head_dim,
-                                                           .tokens = row.tokens,
-                                                           .types = row.kv_dtype,
-                                                           .data = r.data,
-                                                           .isa = r.isa,
-                                                           .compute = r.compute,
-                                                           .threads = r.threads});
+      if (r.progress && !is_mla(r)) {
+        r.progress("accuracy of " + to_string(row.kv_dtype) + " against f32");
+      }
+      // MLA's cache is f32: nothing to compare (the f32 rows' columns are 0 too).
+      const AttnAccuracy accuracy = is_mla(r) ? AttnAccuracy{}
+                                              : measure_attn_accuracy({.n_heads = r.n_heads,
+                                                                       .n_kv_heads = row.n_kv_heads,
+                                                                       .head_dim = r.head_dim,
+                                                                       .tokens = row.tokens,
+                                                                       .types = row.kv_dtype,
+                                                                       .data = r.data,
+                                                                       .isa = r.isa,
+                                                                       .compute = r.compute,
+                                                                       .threads = r.threads});
       row.attn_rel_error = accuracy.rel_error;
       row.attn_weight_kl = accuracy.weight_kl;
       if (r.measure_layer) {
@@ -289,7 +347,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                                                r.isa, r.threads, std::max(3, r.steps / 2),
                                                r.compute, batch)});
         }
-        if (r.measure_prefill) {
+        if (r.measure_prefill && !is_mla(r)) {
           const LayerPrefillTiming prefill = time_layer_prefill(
               config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads, r.compute);
           row.prefill_seconds = prefill.seconds;
@@ -318,11 +376,8 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   }
   for (ReportRow& row : rows) {
     if (row.layer_weight_bytes == 0) continue;
-    const std::uint64_t per_token = kv_footprint({.n_kv_heads = row.n_kv_heads,
-                                                  .head_dim = row.head_dim,
-                                                  .tokens = 1,
-                                                  .dtype = row.kv_dtype})
-                                        .total_bytes *
+    // Cache bytes grow linearly with the tokens (MLA: latent + rope per token).
+    const std::uint64_t per_token = row.cache_bytes / static_cast<std::uint64_t>(row.tokens) *
                                     static_cast<std::uint64_t>(row.batch);
     row.kv_overtakes_weights_tokens =
         static_cast<std::int64_t>((row.layer_weight_bytes + per_token - 1) / per_token);

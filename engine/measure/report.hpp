@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/layer_config.hpp"
 #include "engine/measure/cold_caches.hpp"
 #include "engine/measure/kv_data.hpp"
 #include "kernels/isa.hpp"
@@ -41,12 +42,19 @@ struct ReportRequest {
   // `layers` caches are allocated and a step reads all of them in order.
   CacheState cache_state = CacheState::cold;
   ColdMethod cold_method = ColdMethod::automatic;
-  std::uint64_t llc_bytes = 0;  // 0: detect_llc()
+  std::uint64_t llc_bytes = 0;      // 0: detect_llc()
   KvData data = KvData::realistic;  // the K/V data of the accuracy columns (kv_data.hpp)
+  // kv_lora_rank > 0: multi-head latent attention (DeepSeek-V2): one MLA row per context
+  // instead of the kv_heads × kv_dtypes rows (the latent cache is f32: kv_dtypes must be just
+  // f32), n_heads query heads, head_dim then their nope + rope. Its decode attention is the
+  // absorbed form's read of the latent cache (mla_timing.hpp); the full layer's prefill is
+  // not measured (the plain form's expansion is not the engine's fast path).
+  MlaShape mla;
 };
 
 struct ReportRow {
-  std::string variant;
+  std::string variant;  // MHA, GQA-n, MQA, or MLA (n_kv_heads 1: one latent for all heads,
+                        // head_dim kv_lora_rank + qk_rope_head_dim: the row each score reads)
   // Sequences decoded together in the layer_* figures. A row with batch B > 1 repeats its
   // batch-1 row's per-sequence figures (attention decode, accuracy, prefill: each sequence
   // reads its own cache the same way) and has its own layer_* step over B tokens.
@@ -60,7 +68,8 @@ struct ReportRow {
   std::uint64_t cache_bytes = 0;  // one layer
   std::uint64_t cache_bytes_all_layers = 0;
   std::uint64_t bytes_read_per_step = 0;  // one layer's K, V and scales
-  std::uint64_t flops_per_step = 0;       // 4 · heads · head_dim · tokens (QKᵀ and AV)
+  std::uint64_t flops_per_step = 0;       // 4 · heads · head_dim · tokens (QKᵀ and AV); MLA:
+                                          // 2 · heads · (2 · latent + rope) · tokens
   // Over every timed step of every repetition (one layer's share of each step).
   double attn_seconds_median = 0, attn_seconds_min = 0, attn_seconds_max = 0;
   int repetitions = 1;
@@ -72,14 +81,14 @@ struct ReportRow {
   double read_bandwidth_gbps = 0;    // plain read loop, same bytes and threads (median)
   double fraction_of_bandwidth = 0;  // attn_gbps / read_bandwidth_gbps
   double fma_peak_gflops = 0;
-  double compute_peak_gops = 0;            // measured peak of compute_unit, same run
-  double speed_of_light_seconds = 0;       // max(bytes ÷ bandwidth, FLOPs ÷ unit peak)
-  double fraction_of_speed_of_light = 0;   // speed of light ÷ measured median
-  std::string bound;                       // "memory" or "compute"
+  double compute_peak_gops = 0;           // measured peak of compute_unit, same run
+  double speed_of_light_seconds = 0;      // max(bytes ÷ bandwidth, FLOPs ÷ unit peak)
+  double fraction_of_speed_of_light = 0;  // speed of light ÷ measured median
+  std::string bound;                      // "memory" or "compute"
   // Accuracy of the same step against an f32 cache over the same data (attn_accuracy.hpp):
-  double attn_rel_error = 0;               // max |O − O_f32| / max |O_f32|; 0 for f32
-  double attn_weight_kl = 0;               // mean KL(p_f32 ‖ p) of the attention weights, nats
-  double layer_tokens_per_s = 0;           // 0 when not measured
+  double attn_rel_error = 0;      // max |O − O_f32| / max |O_f32|; 0 for f32
+  double attn_weight_kl = 0;      // mean KL(p_f32 ‖ p) of the attention weights, nats
+  double layer_tokens_per_s = 0;  // 0 when not measured
   double layer_seconds_median = 0;
   WeightDtype weights_dtype = WeightDtype::bf16;
   std::uint64_t layer_weight_bytes = 0;    // in weights_dtype

@@ -62,7 +62,8 @@ bool flag(const json& config, const char* field, std::string_view label) {
 // "rope_scaling": null, {"rope_type" (or legacy "type"): "default"} or Llama 3.1's
 // {"rope_type": "llama3", "factor", "low_freq_factor", "high_freq_factor",
 // "original_max_position_embeddings"}; any other type or extra key is refused.
-RopeScaling rope_scaling(const json& config, std::string_view label) {
+RopeScaling rope_scaling(const json& config, const std::string& model_type,
+                         std::string_view label) {
   const auto it = config.find("rope_scaling");
   if (it == config.end() || it->is_null()) return {};
   if (!it->is_object()) fail(label, "field \"rope_scaling\" must be an object or null");
@@ -90,6 +91,11 @@ RopeScaling rope_scaling(const json& config, std::string_view label) {
     result.low_freq_factor = number("low_freq_factor");
     result.high_freq_factor = number("high_freq_factor");
     result.original_max_positions = number("original_max_position_embeddings");
+  } else if (name == "yarn" && model_type == "deepseek_v2") {
+    // Read (for the cache size) but refused when computed: see RopeScaling.
+    result.kind = RopeScaling::Kind::yarn;
+    keys.insert(keys.end(), {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+                             "mscale", "mscale_all_dim"});
   } else if (name != "default") {
     fail(label, "rope_scaling type \"" + name +
                     "\" is not implemented (kvscope implements default and llama3)");
@@ -110,9 +116,17 @@ void family_fields(const json& config, const std::string& model_type, std::strin
     fail(label, "hidden_act " + act->dump() + " is not implemented (SwiGLU with silu only)");
   }
   if (flag(config, "mlp_bias", label)) fail(label, "mlp_bias true is not implemented");
-  s.rope_scaling = rope_scaling(config, label);
+  s.rope_scaling = rope_scaling(config, model_type, label);
   // Qwen2 always biases q, k and v, never o; attention_bias (Llama, Qwen3) biases all four.
   const bool attention_bias = flag(config, "attention_bias", label);
+  if (model_type == "deepseek_v2") {
+    if (attention_bias) {
+      fail(label,
+           "attention_bias true (biases on q_a_proj, kv_a_proj_with_mqa and o_proj) is not "
+           "implemented for deepseek_v2");
+    }
+    return;
+  }
   s.qkv_bias = model_type == "qwen2" || attention_bias;
   s.o_bias = attention_bias;
   s.qk_norm = model_type == "qwen3";
@@ -132,6 +146,53 @@ void family_fields(const json& config, const std::string& model_type, std::strin
         fail(label, "layer_types entry " + t.dump() + " is not implemented (full_attention only)");
       }
     }
+  }
+}
+
+// DeepSeek-V2's attention sizes (MLA) and where its mixture-of-experts layers begin. As
+// transformers' DeepseekV2Config: q_lora_rank absent means 1536 and null means q_proj;
+// head_dim is qk_rope_head_dim and there are as many kv heads as heads (a different
+// head_dim or num_key_value_heads is refused rather than ignored).
+void mla_fields(const json& config, std::string_view label, HfModelConfig& result) {
+  LayerShape& s = result.shape;
+  MlaShape& m = s.mla;
+  m.kv_lora_rank = positive_integer(config, "kv_lora_rank", label);
+  m.qk_nope_head_dim = positive_integer(config, "qk_nope_head_dim", label);
+  m.qk_rope_head_dim = positive_integer(config, "qk_rope_head_dim", label);
+  m.v_head_dim = positive_integer(config, "v_head_dim", label);
+  const auto q_lora = config.find("q_lora_rank");
+  m.q_lora_rank = q_lora == config.end() ? 1536
+                  : q_lora->is_null()    ? 0
+                                         : positive_integer(config, "q_lora_rank", label);
+  if (m.qk_rope_head_dim % 2 != 0) {
+    fail(label,
+         "qk_rope_head_dim (" + std::to_string(m.qk_rope_head_dim) + ") must be even for RoPE");
+  }
+  const auto head_dim = config.find("head_dim");
+  if (head_dim != config.end() && !head_dim->is_null() && *head_dim != m.qk_rope_head_dim) {
+    fail(label, "head_dim " + head_dim->dump() + " differs from qk_rope_head_dim (" +
+                    std::to_string(m.qk_rope_head_dim) + "), which deepseek_v2 uses as head_dim");
+  }
+  if (s.n_kv_heads != s.n_heads) {
+    fail(label, "num_key_value_heads (" + std::to_string(s.n_kv_heads) +
+                    ") must equal num_attention_heads (" + std::to_string(s.n_heads) +
+                    ") for deepseek_v2's latent attention");
+  }
+  s.head_dim = m.qk_rope_head_dim;
+  const auto dense = config.find("first_k_dense_replace");
+  result.first_moe_layer = 0;  // transformers' default: every layer is MoE
+  if (dense != config.end() && !dense->is_null()) {
+    if (!dense->is_number_integer() || dense->get<std::int64_t>() < 0) {
+      fail(label,
+           "field \"first_k_dense_replace\" must be a non-negative integer, got " + dense->dump());
+    }
+    result.first_moe_layer = dense->get<std::int64_t>();
+  }
+  // DeepSeek's own code makes layer i ≥ first_k_dense_replace MoE only when i % moe_layer_freq
+  // is 0; transformers ignores the key. With 1 (every released config) both agree.
+  const auto freq = config.find("moe_layer_freq");
+  if (freq != config.end() && !freq->is_null() && *freq != 1) {
+    fail(label, "moe_layer_freq " + freq->dump() + " is not implemented (1 only)");
   }
 }
 
@@ -160,7 +221,7 @@ HfModelConfig parse_hf_config(std::string_view json_text, std::string_view label
                     ") and no head_dim is given");
   }
   s.head_dim = positive_integer(config, "head_dim", label, s.hidden_size / s.n_heads, false);
-  if (s.head_dim % 2 != 0) {
+  if (s.head_dim % 2 != 0 && result.model_type != "deepseek_v2") {
     fail(label, "head_dim (" + std::to_string(s.head_dim) + ") must be even for RoPE");
   }
   s.ffn_size = positive_integer(config, "intermediate_size", label);
@@ -169,6 +230,7 @@ HfModelConfig parse_hf_config(std::string_view json_text, std::string_view label
   s.capacity = positive_integer(config, "max_position_embeddings", label, s.capacity, false);
   result.num_hidden_layers = positive_integer(config, "num_hidden_layers", label, -1, false);
   family_fields(config, result.model_type, label, s);
+  if (result.model_type == "deepseek_v2") mla_fields(config, label, result);
   return result;
 }
 

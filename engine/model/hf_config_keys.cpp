@@ -49,6 +49,34 @@ const Family kFamilies[] = {
     {"qwen3",
      {"attention_bias", "use_sliding_window", "sliding_window", "max_window_layers",
       "layer_types"}},
+    // DeepSeek-V2: the MLA sizes and first_k_dense_replace are read, attention_bias, mlp_bias
+    // and moe_layer_freq value-checked; the routing and expert keys shape only the MoE layers,
+    // which are refused (first_k_dense_replace and the loader); auto_map names Python code.
+    {"deepseek_v2",
+     {"kv_lora_rank",
+      "q_lora_rank",
+      "qk_nope_head_dim",
+      "qk_rope_head_dim",
+      "v_head_dim",
+      "first_k_dense_replace",
+      "attention_bias",
+      "mlp_bias",
+      "pretraining_tp",
+      "moe_layer_freq",
+      "n_routed_experts",
+      "n_shared_experts",
+      "num_experts_per_tok",
+      "moe_intermediate_size",
+      "routed_scaling_factor",
+      "topk_method",
+      "n_group",
+      "topk_group",
+      "norm_topk_prob",
+      "scoring_func",
+      "aux_loss_alpha",
+      "seq_aux",
+      "ep_size",
+      "auto_map"}},
 };
 
 bool contains(const Keys& keys, std::string_view key) {
@@ -73,9 +101,10 @@ std::string check_config_keys(const nlohmann::json& config, std::string_view lab
   const auto family = std::find_if(std::begin(kFamilies), std::end(kFamilies),
                                    [&](const Family& f) { return f.model_type == model_type; });
   if (family == std::end(kFamilies)) {
-    const std::string why = model_type.starts_with("deepseek")
-                                ? " (multi-head latent attention, kv_lora_rank, is not implemented)"
-                                : "";
+    const std::string why =
+        model_type.starts_with("deepseek")
+            ? " (of the DeepSeek models only deepseek_v2's dense layers are implemented)"
+            : "";
     fail(label, "model_type \"" + model_type + "\" is not supported" + why + "; kvscope runs " +
                     supported);
   }

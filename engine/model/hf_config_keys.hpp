@@ -7,7 +7,8 @@
 
 namespace kvscope {
 
-// The families `kvscope run` computes exactly: "llama", "mistral", "qwen2", "qwen3".
+// The families `kvscope run` computes exactly: "llama", "mistral", "qwen2", "qwen3",
+// "deepseek_v2" (its dense layers).
 // Returns config.json's model_type after checking every top-level key: each must be one
 // the parser reads, one known not to change a decoder layer's math (token ids, vocabulary
 // and embedding tying, dtype notes, init and dropout settings), or one the family defines

@@ -118,8 +118,49 @@ WeightDtype weight_dtype_of(const TensorEntry& entry, const fs::path& file,
   if (entry.dtype == "F32") return WeightDtype::f32;
   if (entry.dtype == "BF16") return WeightDtype::bf16;
   if (entry.dtype == "F16") return WeightDtype::f16;
-  fail(file, "tensor '" + name + "' has dtype " + entry.dtype +
-                 ", not supported (F32, F16 or BF16)");
+  fail(file,
+       "tensor '" + name + "' has dtype " + entry.dtype + ", not supported (F32, F16 or BF16)");
+}
+
+// DeepSeek-V2's attention tensors (MLA), as transformers names them.
+std::vector<TensorSpec> mla_specs(const LayerConfig& c) {
+  const std::uint64_t hidden = c.hidden_size(), heads = c.n_heads();
+  const std::uint64_t q_out = heads * c.qk_head_dim(), q_lora = c.q_lora_rank();
+  std::vector<TensorSpec> specs;
+  if (q_lora == 0) {
+    specs.push_back({"self_attn.q_proj.weight",
+                     &LayerWeights::wq,
+                     {q_out, hidden},
+                     "[num_attention_heads·(qk_nope_head_dim + qk_rope_head_dim), hidden_size]"});
+  } else {
+    specs.push_back({"self_attn.q_a_proj.weight",
+                     &LayerWeights::wq_a,
+                     {q_lora, hidden},
+                     "[q_lora_rank, hidden_size]"});
+    specs.push_back(
+        {"self_attn.q_a_layernorm.weight", &LayerWeights::q_a_norm, {q_lora}, "[q_lora_rank]"});
+    specs.push_back({"self_attn.q_b_proj.weight",
+                     &LayerWeights::wq_b,
+                     {q_out, q_lora},
+                     "[num_attention_heads·(qk_nope_head_dim + qk_rope_head_dim), q_lora_rank]"});
+  }
+  specs.push_back({"self_attn.kv_a_proj_with_mqa.weight",
+                   &LayerWeights::wkv_a,
+                   {c.mla_row_width(), hidden},
+                   "[kv_lora_rank + qk_rope_head_dim, hidden_size]"});
+  specs.push_back({"self_attn.kv_a_layernorm.weight",
+                   &LayerWeights::kv_a_norm,
+                   {c.kv_lora_rank()},
+                   "[kv_lora_rank]"});
+  specs.push_back({"self_attn.kv_b_proj.weight",
+                   &LayerWeights::wkv_b,
+                   {heads * (c.qk_nope_head_dim() + c.v_head_dim()), c.kv_lora_rank()},
+                   "[num_attention_heads·(qk_nope_head_dim + v_head_dim), kv_lora_rank]"});
+  specs.push_back({"self_attn.o_proj.weight",
+                   &LayerWeights::wo,
+                   {hidden, c.o_width()},
+                   "[hidden_size, num_attention_heads·v_head_dim]"});
+  return specs;
 }
 
 }  // namespace
@@ -130,14 +171,17 @@ LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
                       ffn = c.ffn_size();
   const char* const q_fields = "[num_attention_heads·head_dim, hidden_size]";
   const char* const kv_fields = "[num_key_value_heads·head_dim, hidden_size]";
-  std::vector<TensorSpec> specs = {
-      {"self_attn.q_proj.weight", &LayerWeights::wq, {q, hidden}, q_fields},
-      {"self_attn.k_proj.weight", &LayerWeights::wk, {kv, hidden}, kv_fields},
-      {"self_attn.v_proj.weight", &LayerWeights::wv, {kv, hidden}, kv_fields},
-      {"self_attn.o_proj.weight",
-       &LayerWeights::wo,
-       {hidden, q},
-       "[hidden_size, num_attention_heads·head_dim]"},
+  std::vector<TensorSpec> specs =
+      c.is_mla() ? mla_specs(c)
+                 : std::vector<TensorSpec>{
+                       {"self_attn.q_proj.weight", &LayerWeights::wq, {q, hidden}, q_fields},
+                       {"self_attn.k_proj.weight", &LayerWeights::wk, {kv, hidden}, kv_fields},
+                       {"self_attn.v_proj.weight", &LayerWeights::wv, {kv, hidden}, kv_fields},
+                       {"self_attn.o_proj.weight",
+                        &LayerWeights::wo,
+                        {hidden, q},
+                        "[hidden_size, num_attention_heads·head_dim]"}};
+  const std::vector<TensorSpec> common = {
       {"mlp.gate_proj.weight",
        &LayerWeights::w_gate,
        {ffn, hidden},
@@ -153,6 +197,7 @@ LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
       {"input_layernorm.weight", &LayerWeights::attn_norm, {hidden}, "[hidden_size]"},
       {"post_attention_layernorm.weight", &LayerWeights::mlp_norm, {hidden}, "[hidden_size]"},
   };
+  specs.insert(specs.end(), common.begin(), common.end());
   // The families' extra tensors, each only where the config asks for it.
   if (c.qkv_bias()) {
     specs.push_back(
@@ -173,6 +218,16 @@ LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
   ShardSet shards(model_dir);
   LayerWeights weights;
   const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+  // A mixture-of-experts MLP (router, experts, shared experts) is not run: say so by name
+  // before a dense tensor is found missing.
+  for (const std::string& name : shards.names_with_prefix(prefix)) {
+    if (name.starts_with(prefix + "mlp.experts") || name.starts_with(prefix + "mlp.gate.") ||
+        name.starts_with(prefix + "mlp.shared_experts")) {
+      fail(shards.listing(), "tensor '" + name +
+                                 "' belongs to a mixture-of-experts MLP, which is not "
+                                 "implemented (dense SwiGLU layers only)");
+    }
+  }
   for (const TensorSpec& spec : specs) {
     const std::string name = prefix + spec.suffix;
     const std::shared_ptr<const SafetensorsFile> file = shards.file_of(name);
@@ -184,8 +239,8 @@ LayerWeights load_layer_weights(const fs::path& model_dir, std::size_t layer,
     }
     if (const auto* matrix = std::get_if<WeightMatrix LayerWeights::*>(&spec.member)) {
       const WeightDtype dtype = weight_dtype_of(entry, file->path(), name);
-      weights.**matrix = WeightMatrix::borrowed(file->tensor_bytes(name, spec.shape).data(), dtype,
-                                                spec.shape[0], spec.shape[1], file);
+      weights.** matrix = WeightMatrix::borrowed(file->tensor_bytes(name, spec.shape).data(), dtype,
+                                                 spec.shape[0], spec.shape[1], file);
     } else {
       weights.*std::get<std::vector<float> LayerWeights::*>(spec.member) =
           file->read_f32(name, spec.shape);

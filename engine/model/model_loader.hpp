@@ -16,8 +16,11 @@ namespace kvscope {
 //   model.layers.I.self_attn.{q,k,v,o}_proj.weight, model.layers.I.mlp.{gate,up,down}_proj
 //   .weight, model.layers.I.{input,post_attention}_layernorm.weight, stored [out, in]; and
 //   where `config` asks for them self_attn.{q,k,v}_proj.bias, self_attn.o_proj.bias,
-//   self_attn.{q,k}_norm.weight. Any other model.layers.I.* tensor is refused (naming it):
-//   something would be ignored.
+//   self_attn.{q,k}_norm.weight. An MLA layer (deepseek_v2) has instead of q/k/v/o_proj
+//   self_attn.q_proj.weight or self_attn.q_{a_proj,a_layernorm,b_proj}.weight,
+//   self_attn.kv_a_proj_with_mqa.weight, kv_a_layernorm.weight, kv_b_proj.weight and
+//   o_proj.weight. A mixture-of-experts tensor (mlp.experts*, mlp.gate.*, mlp.shared_experts*)
+//   and any other model.layers.I.* tensor is refused (naming it): something would be ignored.
 // Only those tensors' bytes are read (the files are memory-mapped). Throws
 // std::runtime_error naming the file and the tensor or field: a missing file or tensor, a
 // malformed safetensors file or index, a shape that disagrees with `config` (naming the

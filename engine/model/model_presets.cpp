@@ -7,7 +7,7 @@
 namespace kvscope {
 
 std::span<const ModelPreset> model_presets() {
-  static constexpr std::array<ModelPreset, 9> kPresets{{
+  static constexpr std::array<ModelPreset, 10> kPresets{{
       {"llama-2-7b", 32, 32, 128, 32, 4096, 11008},
       {"llama-3-8b", 32, 8, 128, 32, 4096, 14336},
       {"llama-3.1-8b", 32, 8, 128, 32, 4096, 14336},
@@ -17,6 +17,9 @@ std::span<const ModelPreset> model_presets() {
       {"qwen3-8b", 32, 8, 128, 36, 4096, 12288},
       {"tinyllama-1.1b", 32, 4, 64, 22, 2048, 5632},
       {"falcon-7b", 71, 1, 64, 32, 4544, 18176},
+      // DeepSeek-V2-Lite: 16 heads of nope 128 + rope 64; latent 512, rope 64; layer 0's
+      // dense MLP is 10944 wide.
+      {"deepseek-v2-lite", 16, 16, 192, 27, 2048, 10944, 0, 512, 64, 128, 0},
   }};
   return kPresets;
 }

@@ -122,8 +122,8 @@ inline std::string raw_safetensors(std::uint64_t header_length, const std::strin
   return out + header + data;
 }
 
-// config.json of `model_type` (llama, mistral, qwen2, qwen3) for shape `s`, with the keys
-// that family's real configs carry: Llama 3.1's rope_scaling when s has it, Mistral's
+// config.json of `model_type` (llama, mistral, qwen2, qwen3, deepseek_v2) for shape `s`, with the
+// keys that family's real configs carry: Llama 3.1's rope_scaling when s has it, Mistral's
 // sliding_window, Qwen's sliding_window with use_sliding_window false, attention_bias.
 inline nlohmann::json config_json(const LayerShape& s, int num_layers,
                                   const std::string& model_type = "llama") {
@@ -151,6 +151,30 @@ inline nlohmann::json config_json(const LayerShape& s, int num_layers,
   if (model_type == "mistral") {
     c["sliding_window"] = s.sliding_window > 0 ? nlohmann::json(s.sliding_window) : nullptr;
   }
+  if (model_type == "deepseek_v2") {  // as DeepSeek-V2-Lite's config, its two layers dense
+    const MlaShape& m = s.mla;
+    c["architectures"] = {"DeepseekV2ForCausalLM"};
+    c["kv_lora_rank"] = m.kv_lora_rank;
+    c["q_lora_rank"] = m.q_lora_rank > 0 ? nlohmann::json(m.q_lora_rank) : nullptr;
+    c["qk_nope_head_dim"] = m.qk_nope_head_dim;
+    c["qk_rope_head_dim"] = m.qk_rope_head_dim;
+    c["v_head_dim"] = m.v_head_dim;
+    c["first_k_dense_replace"] = num_layers;
+    c["attention_bias"] = false;
+    c["moe_layer_freq"] = 1;
+    c["n_routed_experts"] = 64;
+    c["n_shared_experts"] = 2;
+    c["num_experts_per_tok"] = 6;
+    c["moe_intermediate_size"] = 1408;
+    c["topk_method"] = "greedy";
+    c["n_group"] = 1;
+    c["topk_group"] = 1;
+    c["norm_topk_prob"] = false;
+    c["scoring_func"] = "softmax";
+    c["aux_loss_alpha"] = 0.001;
+    c["seq_aux"] = true;
+    c["routed_scaling_factor"] = 1.0;
+  }
   if (model_type == "qwen2" || model_type == "qwen3") {
     c["use_sliding_window"] = false;
     c["sliding_window"] = 4;  // ignored by transformers without use_sliding_window
@@ -159,29 +183,35 @@ inline nlohmann::json config_json(const LayerShape& s, int num_layers,
   return c;
 }
 
-// The nine tensors of layer `layer`, by full name, with their [out, in] shapes.
+// The tensors of layer `layer` (those `w` holds), by full name, with their [out, in] shapes.
 inline std::map<std::string, TestTensor> layer_tensors(const LayerShape& s, const LayerWeights& w,
                                                        int layer, const std::string& dtype) {
-  const auto h = static_cast<std::uint64_t>(s.hidden_size);
-  const auto q = static_cast<std::uint64_t>(s.n_heads * s.head_dim);
-  const auto kv = static_cast<std::uint64_t>(s.n_kv_heads * s.head_dim);
-  const auto f = static_cast<std::uint64_t>(s.ffn_size);
+  (void)s;
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   std::map<std::string, TestTensor> t;
-  t[p + "self_attn.q_proj.weight"] = {dtype, {q, h}, encode(w.wq.to_f32(), dtype)};
-  t[p + "self_attn.k_proj.weight"] = {dtype, {kv, h}, encode(w.wk.to_f32(), dtype)};
-  t[p + "self_attn.v_proj.weight"] = {dtype, {kv, h}, encode(w.wv.to_f32(), dtype)};
-  t[p + "self_attn.o_proj.weight"] = {dtype, {h, q}, encode(w.wo.to_f32(), dtype)};
-  t[p + "mlp.gate_proj.weight"] = {dtype, {f, h}, encode(w.w_gate.to_f32(), dtype)};
-  t[p + "mlp.up_proj.weight"] = {dtype, {f, h}, encode(w.w_up.to_f32(), dtype)};
-  t[p + "mlp.down_proj.weight"] = {dtype, {h, f}, encode(w.w_down.to_f32(), dtype)};
-  t[p + "input_layernorm.weight"] = {dtype, {h}, encode(w.attn_norm, dtype)};
-  t[p + "post_attention_layernorm.weight"] = {dtype, {h}, encode(w.mlp_norm, dtype)};
-  const std::pair<const char*, const std::vector<float>*> optional[] = {
-      {"self_attn.q_proj.bias", &w.bq},       {"self_attn.k_proj.bias", &w.bk},
-      {"self_attn.v_proj.bias", &w.bv},       {"self_attn.o_proj.bias", &w.bo},
-      {"self_attn.q_norm.weight", &w.q_norm}, {"self_attn.k_norm.weight", &w.k_norm}};
-  for (const auto& [name, values] : optional) {
+  // Every matrix the weights hold (Llama's q/k/v/o, or MLA's), [out, in] as stored.
+  const std::pair<const char*, const WeightMatrix*> matrices[] = {
+      {"self_attn.q_proj.weight", &w.wq},       {"self_attn.k_proj.weight", &w.wk},
+      {"self_attn.v_proj.weight", &w.wv},       {"self_attn.q_a_proj.weight", &w.wq_a},
+      {"self_attn.q_b_proj.weight", &w.wq_b},   {"self_attn.kv_a_proj_with_mqa.weight", &w.wkv_a},
+      {"self_attn.kv_b_proj.weight", &w.wkv_b}, {"self_attn.o_proj.weight", &w.wo},
+      {"mlp.gate_proj.weight", &w.w_gate},      {"mlp.up_proj.weight", &w.w_up},
+      {"mlp.down_proj.weight", &w.w_down}};
+  for (const auto& [name, m] : matrices) {
+    if (m->rows() > 0) t[p + name] = {dtype, {m->rows(), m->cols()}, encode(m->to_f32(), dtype)};
+  }
+  const std::pair<const char*, const std::vector<float>*> vectors[] = {
+      {"input_layernorm.weight", &w.attn_norm},
+      {"post_attention_layernorm.weight", &w.mlp_norm},
+      {"self_attn.q_proj.bias", &w.bq},
+      {"self_attn.k_proj.bias", &w.bk},
+      {"self_attn.v_proj.bias", &w.bv},
+      {"self_attn.o_proj.bias", &w.bo},
+      {"self_attn.q_norm.weight", &w.q_norm},
+      {"self_attn.k_norm.weight", &w.k_norm},
+      {"self_attn.q_a_layernorm.weight", &w.q_a_norm},
+      {"self_attn.kv_a_layernorm.weight", &w.kv_a_norm}};
+  for (const auto& [name, values] : vectors) {
     if (!values->empty()) t[p + name] = {dtype, {values->size()}, encode(*values, dtype)};
   }
   return t;
@@ -193,15 +223,12 @@ inline LayerWeights test_weights(const LayerShape& s, std::uint64_t seed,
   LayerShape with_capacity = s;
   with_capacity.capacity = 1;
   LayerWeights w = LayerWeights::random(LayerConfig(with_capacity), seed);
-  for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+  for (WeightMatrix* m : w.matrices()) {
     std::vector<float> values = m->to_f32();
     snap_to_dtype(values, dtype);
     *m = WeightMatrix(values, m->rows(), m->cols());
   }
-  for (std::vector<float>* v :
-       {&w.attn_norm, &w.mlp_norm, &w.bq, &w.bk, &w.bv, &w.bo, &w.q_norm, &w.k_norm}) {
-    snap_to_dtype(*v, dtype);
-  }
+  for (std::vector<float>* v : w.vectors()) snap_to_dtype(*v, dtype);
   return w;
 }
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/layer_config.hpp"
 #include "engine/model/hf_config.hpp"
 
 namespace kvscope {
@@ -103,11 +104,108 @@ TEST(HfConfigFamilies, QwenMistralFields) {
   EXPECT_EQ(parse(mistral).shape.sliding_window, 0);
 }
 
+// DeepSeek-V2-Lite's config.json (its keys and values; yarn rope scaling as released).
+json deepseek_v2_lite() {
+  json c = base("deepseek_v2");
+  c["hidden_size"] = 2048;
+  c["num_attention_heads"] = 16;
+  c["num_key_value_heads"] = 16;
+  c["intermediate_size"] = 10944;
+  c["num_hidden_layers"] = 27;
+  c["max_position_embeddings"] = 163840;
+  c["rms_norm_eps"] = 1e-6;
+  c["rope_theta"] = 10000;
+  c["kv_lora_rank"] = 512;
+  c["q_lora_rank"] = nullptr;
+  c["qk_nope_head_dim"] = 128;
+  c["qk_rope_head_dim"] = 64;
+  c["v_head_dim"] = 128;
+  c["first_k_dense_replace"] = 1;
+  c["moe_layer_freq"] = 1;
+  c["moe_intermediate_size"] = 1408;
+  c["n_routed_experts"] = 64;
+  c["n_shared_experts"] = 2;
+  c["num_experts_per_tok"] = 6;
+  c["n_group"] = 1;
+  c["topk_group"] = 1;
+  c["topk_method"] = "greedy";
+  c["norm_topk_prob"] = false;
+  c["scoring_func"] = "softmax";
+  c["routed_scaling_factor"] = 1.0;
+  c["aux_loss_alpha"] = 0.001;
+  c["seq_aux"] = true;
+  c["attention_bias"] = false;
+  c["pretraining_tp"] = 1;
+  c["auto_map"] = {{"AutoConfig", "configuration_deepseek.DeepseekV2Config"}};
+  c["rope_scaling"] = {
+      {"type", "yarn"},         {"factor", 40},   {"original_max_position_embeddings", 4096},
+      {"beta_fast", 32},        {"beta_slow", 1}, {"mscale", 0.707},
+      {"mscale_all_dim", 0.707}};
+  return c;
+}
+
+TEST(HfConfigFamilies, DeepseekV2LatentAttention) {
+  json c = deepseek_v2_lite();
+  HfModelConfig hf = parse(c);
+  EXPECT_EQ(hf.model_type, "deepseek_v2");
+  EXPECT_EQ(hf.shape.mla.kv_lora_rank, 512);
+  EXPECT_EQ(hf.shape.mla.q_lora_rank, 0);  // null: q_proj
+  EXPECT_EQ(hf.shape.mla.qk_nope_head_dim, 128);
+  EXPECT_EQ(hf.shape.mla.qk_rope_head_dim, 64);
+  EXPECT_EQ(hf.shape.mla.v_head_dim, 128);
+  EXPECT_EQ(hf.shape.head_dim, 64);  // transformers: head_dim = qk_rope_head_dim
+  EXPECT_EQ(hf.first_moe_layer, 1);
+  EXPECT_EQ(hf.shape.rope_scaling.kind, RopeScaling::Kind::yarn);
+  // Read for sizes, refused when computed, by name.
+  hf.shape.capacity = 16;
+  try {
+    LayerConfig config(hf.shape);
+    ADD_FAILURE() << "yarn accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_scaling type \"yarn\""), std::string::npos);
+  }
+  c["rope_scaling"] = nullptr;
+  hf = parse(c);
+  hf.shape.capacity = 16;
+  const LayerConfig config(hf.shape);
+  EXPECT_TRUE(config.is_mla());
+  EXPECT_EQ(config.kv_cache_bytes(KvDtype::f32), 16u * (512 + 64) * 4);
+  c["q_lora_rank"] = 1536;  // DeepSeek-V2 (the large one)
+  EXPECT_EQ(parse(c).shape.mla.q_lora_rank, 1536);
+  c.erase("q_lora_rank");  // transformers' default
+  EXPECT_EQ(parse(c).shape.mla.q_lora_rank, 1536);
+  c.erase("first_k_dense_replace");  // transformers' default 0: every layer is MoE
+  EXPECT_EQ(parse(c).first_moe_layer, 0);
+  EXPECT_EQ(parse(base("llama")).first_moe_layer, -1);
+}
+
+TEST(HfConfigFamilies, DeepseekV2RefusesWhatItDoesNotImplement) {
+  const auto with = [](const char* key, const json& value) {
+    json c = deepseek_v2_lite();
+    c[key] = value;
+    return c;
+  };
+  expect_refused(with("attention_bias", true), {"attention_bias", "deepseek_v2"});
+  expect_refused(with("mlp_bias", true), {"mlp_bias"});
+  expect_refused(with("moe_layer_freq", 2), {"moe_layer_freq"});
+  expect_refused(with("head_dim", 128), {"head_dim", "qk_rope_head_dim"});
+  expect_refused(with("num_key_value_heads", 1), {"num_key_value_heads", "deepseek_v2"});
+  expect_refused(with("qk_rope_head_dim", 63), {"qk_rope_head_dim", "even"});
+  expect_refused(with("kv_lora_rank", 0), {"kv_lora_rank"});
+  expect_refused(with("num_nextn_predict_layers", 1), {"\"num_nextn_predict_layers\""});
+  expect_refused(with("rope_scaling", {{"type", "yarn"}, {"factor", 40}, {"extra", 1}}),
+                 {"rope_scaling", "extra"});
+  json missing = deepseek_v2_lite();
+  missing.erase("v_head_dim");
+  expect_refused(missing, {"v_head_dim"});
+  json llama_yarn = base("llama");  // other families refuse yarn while parsing
+  llama_yarn["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  expect_refused(llama_yarn, {"rope_scaling", "yarn"});
+}
+
 TEST(HfConfigFamilies, RefusesWhatItDoesNotImplementNamingIt) {
   expect_refused(base("gemma2"), {"model_type \"gemma2\"", "llama, mistral, qwen2, qwen3"});
-  json deepseek = base("deepseek_v2");
-  deepseek["kv_lora_rank"] = 512;
-  expect_refused(deepseek, {"deepseek_v2", "kv_lora_rank"});
+  expect_refused(base("deepseek_v3"), {"model_type \"deepseek_v3\"", "deepseek_v2"});
   json no_type = base("llama");
   no_type.erase("model_type");
   expect_refused(no_type, {"model_type"});
