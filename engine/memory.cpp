@@ -1,6 +1,5 @@
 #include "engine/memory.hpp"
 
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -13,19 +12,6 @@
 
 namespace kvscope {
 namespace {
-
-// Under AddressSanitizer every buffer comes from malloc, so overruns hit its redzones.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
 
 std::string gib(std::uint64_t bytes) {
   char text[32];
@@ -57,27 +43,13 @@ std::uint64_t peak_rss_bytes() {
   return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-void BufferDeleter::operator()(void* p) const noexcept {
-  if (mapped_bytes > 0) {
-    munmap(p, mapped_bytes);
-  } else {
-    std::free(p);
-  }
-}
+void FreeDeleter::operator()(void* p) const noexcept { std::free(p); }
 
 AlignedBuffer::AlignedBuffer(std::size_t bytes, std::string_view what)
     : bytes_(round_up_to_cache_line(bytes)) {
   if (bytes_ < bytes) throw std::length_error(std::string(what) + " size overflows");
   require_memory(bytes_, what);
   if (bytes_ == 0) return;
-  if (bytes_ >= kMappedBufferBytes && !kAddressSanitizer) {
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    data_ = std::unique_ptr<std::byte, BufferDeleter>(static_cast<std::byte*>(p),
-                                                      BufferDeleter{bytes_});
-    return;  // anonymous pages come zeroed
-  }
   data_.reset(static_cast<std::byte*>(std::aligned_alloc(kCacheLineBytes, bytes_)));
   if (!data_) throw std::bad_alloc();
   std::memset(data_.get(), 0, bytes_);

@@ -9,7 +9,6 @@
 namespace kvscope {
 
 inline constexpr std::size_t kCacheLineBytes = 64;
-inline constexpr std::size_t kMappedBufferBytes = std::size_t{4} << 20;
 
 // Rounds n up to a multiple of 64.
 constexpr std::size_t round_up_to_cache_line(std::size_t n) {
@@ -26,18 +25,16 @@ void require_memory(std::uint64_t bytes, std::string_view what);
 // The peak resident set size of this process so far, in bytes.
 std::uint64_t peak_rss_bytes();
 
-// Frees what AlignedBuffer allocated: munmap for a mapping (mapped_bytes > 0), else free.
-struct BufferDeleter {
-  std::size_t mapped_bytes = 0;
+struct FreeDeleter {
   void operator()(void* p) const noexcept;
 };
 
 // Zero-filled, 64-byte aligned storage of `bytes` (rounded up to 64). Throws std::bad_alloc
-// with require_memory's message when it cannot be had. Buffers of kMappedBufferBytes or more
-// are anonymous mappings populated in one call (MAP_POPULATE): 1.2 GB touched page by page
-// took 4-7 s of page faults on the 2-core VM, populated 0.25-0.4 s, and the cold
-// measurements allocate that much for every row of every pass. The pages are the same ordinary
-// pages either way.
+// with require_memory's message when it cannot be had. Every page is written here (memset),
+// before anything is timed: on these VMs a page's first access from the process is a trip to
+// the hypervisor. (MAP_POPULATE instead halved the setup, 1.9-2.3 s against 3.9-4.6 s for
+// 1.2 GB, but such pages read at 1-10 GB/s on their first sweep even after being written,
+// then at 30 GB/s: the cold measurements then timed that first sweep. Measured, reverted.)
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
@@ -57,7 +54,7 @@ class AlignedBuffer {
   }
 
  private:
-  std::unique_ptr<std::byte, BufferDeleter> data_;
+  std::unique_ptr<std::byte, FreeDeleter> data_;
   std::size_t bytes_ = 0;
 };
 

@@ -25,8 +25,8 @@ std::vector<double> time_repeats(int repeats, Work&& work) {
 }  // namespace
 
 double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, int repeats) {
-  // AlignedBuffer's pages are written (zeroed) when allocated, so each is its own physical
-  // page: none reads the shared zero page.
+  // AlignedBuffer's pages are written when allocated, so each is its own physical page
+  // (none reads the shared zero page) and mapped into the process before the timing.
   AlignedBuffer buffer(bytes, "read-bandwidth buffer");
   volatile float sink = read_sweep(buffer.data(), buffer.bytes(), isa, threads);  // warm-up
   const std::vector<double> seconds = time_repeats(

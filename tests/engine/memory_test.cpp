@@ -1,5 +1,5 @@
-// AlignedBuffer: small buffers come from the heap, large ones from a populated mapping;
-// both must be zero-filled, 64-byte aligned, writable, and freed by whichever owns them.
+// AlignedBuffer: zero-filled, 64-byte aligned, writable storage of small and large sizes,
+// movable, and refused before allocation when the machine cannot hold it.
 #include "engine/memory.hpp"
 
 #include <gtest/gtest.h>
@@ -19,8 +19,8 @@ bool all_zero(const AlignedBuffer& b) {
 }
 
 TEST(AlignedBuffer, SmallAndLargeAreZeroedAlignedAndWritable) {
-  for (std::size_t bytes : {std::size_t{1}, std::size_t{100}, kMappedBufferBytes - 1,
-                            kMappedBufferBytes, kMappedBufferBytes + 4097}) {
+  constexpr std::size_t kLarge = std::size_t{4} << 20;  // past malloc's mmap threshold
+  for (std::size_t bytes : {std::size_t{1}, std::size_t{100}, kLarge - 1, kLarge, kLarge + 4097}) {
     AlignedBuffer b(bytes, "test buffer");
     EXPECT_EQ(b.bytes(), round_up_to_cache_line(bytes));
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % kCacheLineBytes, 0u) << bytes;
@@ -31,15 +31,15 @@ TEST(AlignedBuffer, SmallAndLargeAreZeroedAlignedAndWritable) {
   }
 }
 
-TEST(AlignedBuffer, MovesOwnershipOfAMapping) {
-  AlignedBuffer a(kMappedBufferBytes * 2, "test buffer");
+TEST(AlignedBuffer, MovesOwnership) {
+  AlignedBuffer a(std::size_t{8} << 20, "test buffer");
   a.data()[123] = std::byte{7};
   AlignedBuffer b = std::move(a);
   EXPECT_EQ(b.data()[123], std::byte{7});
   AlignedBuffer c(64, "test buffer");
-  c = std::move(b);  // frees the heap buffer, takes the mapping
+  c = std::move(b);  // frees the small buffer, takes the large one
   EXPECT_EQ(c.data()[123], std::byte{7});
-  EXPECT_EQ(c.bytes(), kMappedBufferBytes * 2);
+  EXPECT_EQ(c.bytes(), std::size_t{8} << 20);
 }
 
 TEST(AlignedBuffer, ZeroBytesHoldsNothing) {
