@@ -18,13 +18,13 @@
 #include "engine/measure/machine_limits.hpp"
 #include "engine/projector.hpp"
 #include "engine/weight_matrix.hpp"
-#include "kernels/weights/gemv.hpp"
-#include "kernels/weights/gemv_bf16_dot.hpp"
-#include "kernels/weights/weight_dtype.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/ref/layer_ops_ref.hpp"
 #include "kernels/roofline.hpp"
 #include "kernels/units/cpu_features.hpp"
+#include "kernels/weights/gemv.hpp"
+#include "kernels/weights/gemv_bf16_dot.hpp"
+#include "kernels/weights/weight_dtype.hpp"
 
 namespace {
 
@@ -175,7 +175,8 @@ void BM_DecodeGemv(benchmark::State& state) {
   DecodeProblem p(state);
   const Isa isa = best_isa();
   state.SetLabel(std::string(to_string(isa)) + " " + std::string(to_string(p.w.dtype())));
-  time_against_read_loop(state, p, [&] { gemv(p.x.data(), p.w.view(), p.y.data(), isa, kThreads); });
+  time_against_read_loop(state, p,
+                         [&] { gemv(p.x.data(), p.w.view(), p.y.data(), isa, kThreads); });
 }
 
 // The `--compute fast` decode GEMV on bf16 weights: vdpbf16ps on x rounded to bf16.
@@ -183,7 +184,8 @@ void BM_DecodeGemvBf16Dot(benchmark::State& state) {
   if (!cpu_features().avx512_bf16) return state.SkipWithError("this CPU lacks avx512_bf16");
   DecodeProblem p(state);
   state.SetLabel("avx512-bf16 bf16");
-  time_against_read_loop(state, p, [&] { gemv_bf16_dot(p.x.data(), p.w.view(), p.y.data(), kThreads); });
+  time_against_read_loop(state, p,
+                         [&] { gemv_bf16_dot(p.x.data(), p.w.view(), p.y.data(), kThreads); });
 }
 
 void BM_DecodeRef(benchmark::State& state) {
@@ -199,7 +201,8 @@ void BM_DecodeRef(benchmark::State& state) {
 #define DECODE_SHAPES(DTYPE) \
   ->Args({4096, 4096, DTYPE})->Args({4096, 11008, DTYPE})->Args({11008, 4096, DTYPE})
 BENCHMARK(BM_DecodeDnnl) DECODE_SHAPES(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_DecodeGemv) DECODE_SHAPES(0) DECODE_SHAPES(1)
+BENCHMARK(BM_DecodeGemv)
+DECODE_SHAPES(0) DECODE_SHAPES(1)
     ->Args({4096, 4096, 2})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
@@ -212,7 +215,8 @@ BENCHMARK(BM_DecodeRef)->Args({4096, 4096, 0})->Unit(benchmark::kMicrosecond)->U
 // of the unit oneDNN runs on, measured in this process (fp32 FMA, or avx512-bf16 where the
 // CPU has it: AMX-BF16 hosts run faster than that peak).
 void BM_PrefillProjector(benchmark::State& state) {
-  const auto m = static_cast<std::size_t>(state.range(0)), k = static_cast<std::size_t>(state.range(1)),
+  const auto m = static_cast<std::size_t>(state.range(0)),
+             k = static_cast<std::size_t>(state.range(1)),
              n = static_cast<std::size_t>(state.range(2));
   const auto dtype = static_cast<WeightDtype>(state.range(3));
   const ComputeMode mode = state.range(4) ? ComputeMode::fast : ComputeMode::exact;
@@ -223,8 +227,8 @@ void BM_PrefillProjector(benchmark::State& state) {
   Projector project(best_isa(), kThreads, mode);
   project(x.data(), w.view(), m, y.data());  // warm-up: primitive creation
   const bool on_bf16 = mode == ComputeMode::fast && dtype == WeightDtype::bf16;
-  const ComputeUnit unit = on_bf16 && cpu_features().avx512_bf16 ? ComputeUnit::avx512_bf16
-                                                                  : ComputeUnit::fp32_fma;
+  const ComputeUnit unit =
+      on_bf16 && cpu_features().avx512_bf16 ? ComputeUnit::avx512_bf16 : ComputeUnit::fp32_fma;
   state.SetLabel(std::string(to_string(dtype)) + " " + std::string(to_string(mode)) + ", peak of " +
                  std::string(to_string(unit)));
   double seconds = 0;

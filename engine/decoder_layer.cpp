@@ -27,8 +27,7 @@ DecoderLayer::DecoderLayer(const LayerConfig& config, LayerWeights weights, Opti
       weights_(std::move(weights)),
       options_(options),
       // An MLA layer keeps its latent cache in mla_; own_.cache then stays an unused minimum.
-      own_{config.is_mla() ? KvCache(1, 2, 1, KvDtype::f32) : KvCache(config, options.kv_dtype),
-           0},
+      own_{config.is_mla() ? KvCache(1, 2, 1, KvDtype::f32) : KvCache(config, options.kv_dtype), 0},
       projector_(options.isa, options.threads, options.compute) {
   weights_.check_shapes(config_);
   if (options_.threads < 1) {
@@ -63,8 +62,7 @@ std::vector<float> DecoderLayer::decode_batch(const float* x,
       throw std::invalid_argument("sequence " + std::to_string(b) + " of the batch is null");
     for (std::size_t a = 0; a < b; ++a) {
       if (sequences[a] == sequences[b]) {
-        throw std::invalid_argument("sequences " + std::to_string(a) + " and " +
-                                    std::to_string(b) +
+        throw std::invalid_argument("sequences " + std::to_string(a) + " and " + std::to_string(b) +
                                     " of the batch are the same: one token per sequence a step");
       }
     }
@@ -79,25 +77,25 @@ std::vector<float> DecoderLayer::forward(const float* x, const std::vector<Run>&
   const std::size_t hidden = c.hidden_size();
   std::size_t n = 0;
   if (mla_ && (runs.size() != 1 || runs[0].sequence != &own_)) {
-    throw std::invalid_argument("an MLA layer runs its own sequence only: batches and "
-                                "sequences of MLA layers are not implemented");
+    throw std::invalid_argument(
+        "an MLA layer runs its own sequence only: batches and "
+        "sequences of MLA layers are not implemented");
   }
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const LayerSequence& s = *runs[r].sequence;
     const std::string which =
         runs.size() > 1 ? "sequence " + std::to_string(r) + " of the batch: " : "";
-    if (!mla_ && (s.cache.n_kv_heads() != c.n_kv_heads() || s.cache.head_dim() != c.head_dim() ||
-                  s.cache.capacity() != c.cache_rows() ||
-                  !(s.cache.types() == options_.kv_dtype))) {
+    if (!mla_ &&
+        (s.cache.n_kv_heads() != c.n_kv_heads() || s.cache.head_dim() != c.head_dim() ||
+         s.cache.capacity() != c.cache_rows() || !(s.cache.types() == options_.kv_dtype))) {
       throw std::invalid_argument(which +
                                   "its cache was made for another layer shape or cache type "
                                   "(use DecoderLayer::new_sequence())");
     }
     if (runs[r].rows > c.capacity() - s.position) {
       throw std::length_error(which + "tokens beyond capacity: the layer holds " +
-                              std::to_string(s.position) + " of " +
-                              std::to_string(c.capacity()) + " tokens, " +
-                              std::to_string(runs[r].rows) + " more do not fit");
+                              std::to_string(s.position) + " of " + std::to_string(c.capacity()) +
+                              " tokens, " + std::to_string(runs[r].rows) + " more do not fit");
     }
     n += runs[r].rows;
   }

@@ -80,7 +80,7 @@ class DecoderLayer {
   double projection_seconds() const { return projector_.seconds(); }
   // The layer's own sequence: what prefill(x, n) and decode(x) advance.
   LayerSequence& own_sequence() { return own_; }
-  const KvCache& cache() const { return own_.cache; }  // empty for MLA: see mla()
+  const KvCache& cache() const { return own_.cache; }                  // empty for MLA: see mla()
   const MlaAttention* mla() const { return mla_ ? &*mla_ : nullptr; }  // MLA layers only
   std::size_t position() const { return own_.position; }               // tokens seen so far
   void reset() {
@@ -133,8 +133,8 @@ class DecoderLayer {
 
   // Appends the roped k, v of a run's queries to its cache and attends each q to the keys
   // it sees, on `threads` threads; heads: [n × q_width].
-  void attend_new_tokens(LayerSequence& sequence, const float* q, const float* k,
-                         const float* v, std::size_t n, float* heads, int threads);
+  void attend_new_tokens(LayerSequence& sequence, const float* q, const float* k, const float* v,
+                         std::size_t n, float* heads, int threads);
 };
 
 }  // namespace kvscope

@@ -47,8 +47,8 @@ void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, fl
 void Projector::multiply_bf16(const float* x, const WeightsView& w, std::size_t m, float* y) {
   x_bf16_.resize(m * w.cols);
   for (std::size_t i = 0; i < x_bf16_.size(); ++i) x_bf16_[i] = f32_to_bf16_bits(x[i]);
-  dnnl_.multiply_bf16(x_bf16_.data(), static_cast<const std::uint16_t*>(w.data), m, w.cols,
-                      w.rows, y, threads_);
+  dnnl_.multiply_bf16(x_bf16_.data(), static_cast<const std::uint16_t*>(w.data), m, w.cols, w.rows,
+                      y, threads_);
 }
 
 void Projector::multiply_widened(const float* x, const WeightsView& w, std::size_t m, float* y) {

@@ -24,8 +24,8 @@ WeightMatrix::WeightMatrix(const std::vector<float>& values, std::size_t rows, s
   }
   auto owned = std::make_shared<std::vector<std::uint16_t>>(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
-    (*owned)[i] = dtype == WeightDtype::bf16 ? f32_to_bf16_bits(values[i])
-                                             : f32_to_f16_bits(values[i]);
+    (*owned)[i] =
+        dtype == WeightDtype::bf16 ? f32_to_bf16_bits(values[i]) : f32_to_f16_bits(values[i]);
   }
   data_ = owned->data();
   owner_ = std::move(owned);

@@ -218,8 +218,9 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
   std::fputs(explain_report(rows).c_str(), stdout);
   std::fputs(explain_layer_step(rows).c_str(), stdout);
   if (request.batches.size() > 1 || request.batches.front() > 1) {
-    std::printf("\nBatched decode: B sequences, each with its own cache of the row's tokens, "
-                "one token each per step (layer t/s counts all B tokens):\n");
+    std::printf(
+        "\nBatched decode: B sequences, each with its own cache of the row's tokens, "
+        "one token each per step (layer t/s counts all B tokens):\n");
     std::vector<ReportRow> by_batch;  // each row followed by its batches
     for (const ReportRow& r : rows) {
       for (const ReportRow& b : all_rows) {

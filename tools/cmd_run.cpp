@@ -86,8 +86,8 @@ void run(const RunOptions& o, const RunChoices& choices) {
   const auto hidden = static_cast<std::uint64_t>(hf.shape.hidden_size);
   const std::vector<std::uint64_t>& shape = input.shape;
   const bool batched = shape.size() == 3;
-  if ((shape.size() != 2 && !batched) || shape.back() != hidden ||
-      (batched && shape[0] == 0) || shape[batched ? 1 : 0] == 0) {
+  if ((shape.size() != 2 && !batched) || shape.back() != hidden || (batched && shape[0] == 0) ||
+      shape[batched ? 1 : 0] == 0) {
     fail(o.input, "expected a float32 array [n, hidden_size = " + std::to_string(hidden) +
                       "] or [B, n, hidden_size] (B sequences) with B, n ≥ 1, got shape " +
                       shape_to_string(shape));
@@ -105,8 +105,8 @@ void run(const RunOptions& o, const RunChoices& choices) {
   }
   const std::size_t prefill = o.prefill < 0 ? n : static_cast<std::size_t>(o.prefill);
   if (prefill > n) {
-    fail("--prefill", std::to_string(prefill) + " exceeds the " + std::to_string(n) +
-                          " rows of " + (batched ? "each sequence of " : "") + o.input);
+    fail("--prefill", std::to_string(prefill) + " exceeds the " + std::to_string(n) + " rows of " +
+                          (batched ? "each sequence of " : "") + o.input);
   }
 
   hf.shape.capacity = static_cast<std::int64_t>(n);
@@ -169,8 +169,8 @@ void run(const RunOptions& o, const RunChoices& choices) {
             << "memory: peak RSS " << format_bytes(peak_rss_bytes()) << "; layer weights "
             << format_bytes(weight_bytes) << " (" << to_string(weights_dtype)
             << (mapped ? ", read in place from the mapped file" : ", copied") << "); KV cache "
-            << format_bytes(config.kv_cache_bytes(kv_dtype))
-            << (batched ? " per sequence" : "") << "\n";
+            << format_bytes(config.kv_cache_bytes(kv_dtype)) << (batched ? " per sequence" : "")
+            << "\n";
 }
 
 }  // namespace

@@ -389,21 +389,21 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows) {
 std::string report_batch_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[300];
-  std::snprintf(line, sizeof line, "%-7s %4s %-8s %7s %6s %12s %12s %12s %8s %8s %16s\n",
-                "variant", "kv", "cache", "tokens", "batch", "layer step", "layer t/s",
-                "read/step", "weights", "attn", "KV > weights at");
+  std::snprintf(line, sizeof line, "%-7s %4s %-8s %7s %6s %12s %12s %12s %8s %8s %16s\n", "variant",
+                "kv", "cache", "tokens", "batch", "layer step", "layer t/s", "read/step", "weights",
+                "attn", "KV > weights at");
   out += line;
   for (const ReportRow& r : rows) {
     if (r.layer_tokens_per_s <= 0) continue;
-    std::snprintf(line, sizeof line, "%-7s %4lld %-8s %7lld %6lld %12s %12.1f %12s %7.0f%% %7.0f%% %16s\n",
-                  r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
-                  to_string(r.kv_dtype).c_str(), static_cast<long long>(r.tokens),
-                  static_cast<long long>(r.batch), format_seconds(r.layer_seconds_median).c_str(),
-                  r.layer_tokens_per_s, mb(r.layer_bytes_per_step).c_str(),
-                  100 * r.layer_weights_share, 100 * r.layer_attention_share,
-                  (with_commas(static_cast<std::uint64_t>(r.kv_overtakes_weights_tokens)) +
-                   " tokens")
-                      .c_str());
+    std::snprintf(
+        line, sizeof line, "%-7s %4lld %-8s %7lld %6lld %12s %12.1f %12s %7.0f%% %7.0f%% %16s\n",
+        r.variant.c_str(), static_cast<long long>(r.n_kv_heads), to_string(r.kv_dtype).c_str(),
+        static_cast<long long>(r.tokens), static_cast<long long>(r.batch),
+        format_seconds(r.layer_seconds_median).c_str(), r.layer_tokens_per_s,
+        mb(r.layer_bytes_per_step).c_str(), 100 * r.layer_weights_share,
+        100 * r.layer_attention_share,
+        (with_commas(static_cast<std::uint64_t>(r.kv_overtakes_weights_tokens)) + " tokens")
+            .c_str());
     out += line;
   }
   return out;
@@ -413,8 +413,7 @@ std::string explain_batches(const std::vector<ReportRow>& rows) {
   std::string text;
   std::vector<std::int64_t> seen;
   for (const ReportRow& r : rows) {  // one sentence per batch size, on its first row
-    if (r.layer_tokens_per_s <= 0 ||
-        std::find(seen.begin(), seen.end(), r.batch) != seen.end())
+    if (r.layer_tokens_per_s <= 0 || std::find(seen.begin(), seen.end(), r.batch) != seen.end())
       continue;
     seen.push_back(r.batch);
     const std::uint64_t per_token = r.cache_bytes / static_cast<std::uint64_t>(r.tokens);
@@ -425,8 +424,8 @@ std::string explain_batches(const std::vector<ReportRow>& rows) {
         "%s bytes of cache per token of context per sequence: the cache's bytes overtake the "
         "weights' from a context of %s tokens%s.\n",
         static_cast<long long>(r.batch), r.variant.c_str(), to_string(r.kv_dtype).c_str(),
-        mb(r.layer_weight_bytes).c_str(), static_cast<long long>(r.batch),
-        r.batch == 1 ? "" : "s", with_commas(per_token).c_str(),
+        mb(r.layer_weight_bytes).c_str(), static_cast<long long>(r.batch), r.batch == 1 ? "" : "s",
+        with_commas(per_token).c_str(),
         with_commas(static_cast<std::uint64_t>(r.kv_overtakes_weights_tokens)).c_str(),
         r.tokens >= r.kv_overtakes_weights_tokens
             ? (" (at " + with_commas(r.tokens) + " tokens the cache already dominates)").c_str()

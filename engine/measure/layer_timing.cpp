@@ -97,8 +97,8 @@ std::uint64_t layer_prefill_bytes(const LayerConfig& c, std::int64_t tokens, KvT
 }
 
 LayerPrefillTiming time_layer_prefill(const LayerConfig& config, const LayerWeights& weights,
-                                      std::int64_t tokens, KvTypes kv_dtype, Isa isa,
-                                      int threads, ComputeMode compute) {
+                                      std::int64_t tokens, KvTypes kv_dtype, Isa isa, int threads,
+                                      ComputeMode compute) {
   if (tokens < 1 || static_cast<std::uint64_t>(tokens) > config.capacity()) {
     throw std::invalid_argument("prefill of " + std::to_string(tokens) +
                                 " tokens does not fit the capacity " +

@@ -33,8 +33,8 @@ LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& wei
 
 // Bytes a prefill of `tokens` holds at once: weights, the cache and the activations
 // (x, normed x, q, k, v, attention output, residual, gate, up, output: [tokens × width] f32).
-std::uint64_t layer_prefill_bytes(const LayerConfig& config, std::int64_t tokens,
-                                  KvTypes kv_dtype, WeightDtype weights_dtype);
+std::uint64_t layer_prefill_bytes(const LayerConfig& config, std::int64_t tokens, KvTypes kv_dtype,
+                                  WeightDtype weights_dtype);
 
 struct LayerPrefillTiming {
   double seconds = 0;  // the whole prefill: the time to first token at this context
@@ -47,7 +47,7 @@ struct LayerPrefillTiming {
 // (it measured within noise of a second run: oneDNN's primitives take milliseconds to
 // create against seconds of matmul).
 LayerPrefillTiming time_layer_prefill(const LayerConfig& config, const LayerWeights& weights,
-                                      std::int64_t tokens, KvTypes kv_dtype, Isa isa,
-                                      int threads, ComputeMode compute);
+                                      std::int64_t tokens, KvTypes kv_dtype, Isa isa, int threads,
+                                      ComputeMode compute);
 
 }  // namespace kvscope

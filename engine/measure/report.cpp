@@ -200,11 +200,10 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
         if (r.measure_layer) {
           need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
           for (std::int64_t batch : r.batches) {  // the weights and a batch's caches
-            need = std::max(
-                need, checked_add(config.weight_bytes(r.weights_dtype),
-                                  checked_mul(cache, static_cast<std::uint64_t>(batch),
-                                              "report memory"),
-                                  "report memory"));
+            need = std::max(need, checked_add(config.weight_bytes(r.weights_dtype),
+                                              checked_mul(cache, static_cast<std::uint64_t>(batch),
+                                                          "report memory"),
+                                              "report memory"));
           }
         }
         if (r.measure_layer && r.measure_prefill && !is_mla(r)) {
@@ -300,60 +299,66 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       row.llc_source = llc_source;
       row.bytes_read_per_model_step = t.bytes_read_per_step;
       row.bytes_read_per_step = t.bytes_read_per_layer;
-      if (r.progress && !is_mla(r)) {
-        r.progress("accuracy of " + to_string(row.kv_dtype) + " against f32");
+    }
+  }
+  // Once per row, after the passes: every pass then times the decode steps and read loops
+  // under the same conditions (a first pass that also ran each row's accuracy, layer and
+  // prefill between them would set itself apart from the others).
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ReportRow& row = rows[i];
+    if (r.progress && !is_mla(r)) {
+      r.progress("accuracy of " + to_string(row.kv_dtype) + " against f32");
+    }
+    // MLA's cache is f32: nothing to compare (the f32 rows' columns are 0 too).
+    const AttnAccuracy accuracy = is_mla(r) ? AttnAccuracy{}
+                                            : measure_attn_accuracy({.n_heads = r.n_heads,
+                                                                     .n_kv_heads = row.n_kv_heads,
+                                                                     .head_dim = r.head_dim,
+                                                                     .tokens = row.tokens,
+                                                                     .types = row.kv_dtype,
+                                                                     .data = r.data,
+                                                                     .isa = r.isa,
+                                                                     .compute = r.compute,
+                                                                     .threads = r.threads});
+    row.attn_rel_error = accuracy.rel_error;
+    row.attn_weight_kl = accuracy.weight_kl;
+    if (r.measure_layer) {
+      const LayerConfig config = layer_config(r, row.n_kv_heads, row.tokens);
+      // Rows of one shape come in a run (cache types vary fastest): their weights are
+      // made once, not per row (400 MB of bf16 for the default shape).
+      if (layer_weights_kv_heads != row.n_kv_heads) {
+        layer_weights = LayerWeights();
+        layer_weights = LayerWeights::random(config, 42, r.weights_dtype);
+        layer_weights_kv_heads = row.n_kv_heads;
       }
-      // MLA's cache is f32: nothing to compare (the f32 rows' columns are 0 too).
-      const AttnAccuracy accuracy = is_mla(r) ? AttnAccuracy{}
-                                              : measure_attn_accuracy({.n_heads = r.n_heads,
-                                                                       .n_kv_heads = row.n_kv_heads,
-                                                                       .head_dim = r.head_dim,
-                                                                       .tokens = row.tokens,
-                                                                       .types = row.kv_dtype,
-                                                                       .data = r.data,
-                                                                       .isa = r.isa,
-                                                                       .compute = r.compute,
-                                                                       .threads = r.threads});
-      row.attn_rel_error = accuracy.rel_error;
-      row.attn_weight_kl = accuracy.weight_kl;
-      if (r.measure_layer) {
-        const LayerConfig config = layer_config(r, row.n_kv_heads, row.tokens);
-        // Rows of one shape come in a run (cache types vary fastest): their weights are
-        // made once, not per row (400 MB of bf16 for the default shape).
-        if (layer_weights_kv_heads != row.n_kv_heads) {
-          layer_weights = LayerWeights();
-          layer_weights = LayerWeights::random(config, 42, r.weights_dtype);
-          layer_weights_kv_heads = row.n_kv_heads;
+      const LayerTiming layer =
+          time_layer_decode(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
+                            std::max(3, r.steps / 2), r.compute);
+      row.layer_tokens_per_s = layer.tokens_per_s;
+      row.layer_seconds_median = layer.median_s;
+      row.weights_dtype = r.weights_dtype;
+      row.layer_weight_bytes = layer.weight_bytes;
+      row.layer_bytes_per_step = layer.bytes_per_step;
+      row.layer_weights_share = layer.projection_share;
+      row.layer_attention_share = layer.attention_share;
+      row.layer_other_share = layer.other_share;
+      for (std::int64_t batch : r.batches) {
+        if (batch == 1) continue;
+        if (r.progress) {
+          r.progress("the full layer, " + std::to_string(batch) + " sequences at " +
+                     std::to_string(row.tokens) + " tokens");
         }
-        const LayerTiming layer =
-            time_layer_decode(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
-                              std::max(3, r.steps / 2), r.compute);
-        row.layer_tokens_per_s = layer.tokens_per_s;
-        row.layer_seconds_median = layer.median_s;
-        row.weights_dtype = r.weights_dtype;
-        row.layer_weight_bytes = layer.weight_bytes;
-        row.layer_bytes_per_step = layer.bytes_per_step;
-        row.layer_weights_share = layer.projection_share;
-        row.layer_attention_share = layer.attention_share;
-        row.layer_other_share = layer.other_share;
-        for (std::int64_t batch : r.batches) {
-          if (batch == 1) continue;
-          if (r.progress) {
-            r.progress("the full layer, " + std::to_string(batch) + " sequences at " +
-                       std::to_string(row.tokens) + " tokens");
-          }
-          batched.push_back({i, batch,
-                             time_layer_decode(config, layer_weights, row.tokens, row.kv_dtype,
-                                               r.isa, r.threads, std::max(3, r.steps / 2),
-                                               r.compute, batch)});
-        }
-        if (r.measure_prefill && !is_mla(r)) {
-          const LayerPrefillTiming prefill = time_layer_prefill(
-              config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads, r.compute);
-          row.prefill_seconds = prefill.seconds;
-          row.prefill_tokens_per_s = prefill.tokens_per_s;
-          row.prefill_attention_share = prefill.attention_share;
-        }
+        batched.push_back(
+            {i, batch,
+             time_layer_decode(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
+                               std::max(3, r.steps / 2), r.compute, batch)});
+      }
+      if (r.measure_prefill && !is_mla(r)) {
+        const LayerPrefillTiming prefill = time_layer_prefill(
+            config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads, r.compute);
+        row.prefill_seconds = prefill.seconds;
+        row.prefill_tokens_per_s = prefill.tokens_per_s;
+        row.prefill_attention_share = prefill.attention_share;
       }
     }
   }

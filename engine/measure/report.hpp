@@ -134,9 +134,10 @@ std::uint64_t report_peak_bytes(const ReportRequest& request);
 // Validates the request (refusing shapes that will not fit in memory before allocating
 // anything), then measures every row: `repetitions` passes over all rows, each pass timing
 // ⌈steps ÷ repetitions⌉ decode steps and the read loop of every row, so a slow drift of the
-// machine hits all rows alike (the full layer is timed once, in the first pass). Watches the
-// machine meanwhile and marks every row unstable when it was not quiet. Throws
-// std::invalid_argument / std::length_error.
+// machine hits all rows alike; accuracy and the full layer are measured once per row, after
+// the passes, so that every pass times its steps alike. Watches the machine meanwhile and
+// marks every row unstable when it was not quiet. Throws std::invalid_argument /
+// std::length_error.
 std::vector<ReportRow> run_report(const ReportRequest& request);
 
 }  // namespace kvscope

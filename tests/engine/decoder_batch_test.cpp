@@ -70,7 +70,8 @@ TEST_P(DecoderBatchTest, EachSequenceEqualsRunningItAlone) {
     tokens[s].resize((prefilled[s] + steps) * H);
     fill_uniform(tokens[s], 100 + s, -1, 1);
     sequences.push_back(layer.new_sequence());
-    if (prefilled[s] > 0) batched_out[s] = layer.prefill(sequences[s], tokens[s].data(), prefilled[s]);
+    if (prefilled[s] > 0)
+      batched_out[s] = layer.prefill(sequences[s], tokens[s].data(), prefilled[s]);
   }
   std::vector<LayerSequence*> batch;
   for (LayerSequence& s : sequences) batch.push_back(&s);
@@ -159,8 +160,7 @@ TEST_F(DecoderBatchErrors, AFullSequenceRefusesTheWholeStep) {
     layer.decode_batch(x.data(), {&a, &b});
     FAIL() << "no throw";
   } catch (const std::length_error& e) {
-    EXPECT_NE(std::string(e.what()).find("sequence 1 of the batch"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("sequence 1 of the batch"), std::string::npos) << e.what();
   }
   expect_unchanged(1, 4);
 }

@@ -77,8 +77,12 @@ INSTANTIATE_TEST_SUITE_P(EveryIsa, LayerWeightsTypes, ::testing::ValuesIn(weight
 
 // The bytes a step reads: projections in their type, norms in f32.
 TEST(LayerWeightsTypes, BytesCountEachTypeOnce) {
-  const LayerConfig c({.hidden_size = 64, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16,
-                       .ffn_size = 96, .capacity = 4});
+  const LayerConfig c({.hidden_size = 64,
+                       .n_heads = 4,
+                       .n_kv_heads = 2,
+                       .head_dim = 16,
+                       .ffn_size = 96,
+                       .capacity = 4});
   const std::uint64_t projections = 64 * 64 * 2 + 64 * 32 * 2 + 64 * 96 * 3, norms = 2 * 64 * 4;
   for (WeightDtype dtype : {WeightDtype::f32, WeightDtype::bf16, WeightDtype::f16}) {
     const std::uint64_t want = projections * weight_element_bytes(dtype) + norms;

@@ -108,15 +108,17 @@ TEST_F(RunCli, BatchOfSequencesEachMatchesItsOwnReference) {
     xs.insert(xs.end(), each.back().begin(), each.back().end());
   }
   write_npy(dir_ / "xb.npy", std::vector<std::uint64_t>{batch, n_, 32}, xs);
-  for (const std::string split : {"", " --prefill 0", " --prefill 2", " --isa scalar --prefill 1"}) {
+  for (const std::string split :
+       {"", " --prefill 0", " --prefill 2", " --isa scalar --prefill 1"}) {
     std::filesystem::remove(dir_ / "y.npy");
     const Result r = kvscope(dir_, base_args("xb.npy") + " --compute exact" + split);
     ASSERT_EQ(r.status, 0) << split << ": " << r.err;
     const NpyArray y = read_npy(dir_ / "y.npy");
     ASSERT_EQ(y.shape, (std::vector<std::uint64_t>{batch, n_, 32}));
     for (std::size_t b = 0; b < batch; ++b) {
-      const std::vector<float> mine(y.data.begin() + static_cast<std::ptrdiff_t>(b * n_ * 32),
-                                    y.data.begin() + static_cast<std::ptrdiff_t>((b + 1) * n_ * 32));
+      const std::vector<float> mine(
+          y.data.begin() + static_cast<std::ptrdiff_t>(b * n_ * 32),
+          y.data.begin() + static_cast<std::ptrdiff_t>((b + 1) * n_ * 32));
       EXPECT_LT(test::relative_error(mine, test::reference_layer(shape_, weights_, each[b], n_)),
                 1e-4)
           << split << ", sequence " << b;
