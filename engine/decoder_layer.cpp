@@ -26,10 +26,19 @@ DecoderLayer::DecoderLayer(const LayerConfig& config, LayerWeights weights, Opti
     : config_(config),
       weights_(std::move(weights)),
       options_(options),
+      pool_(options.kv_layout.paged() && !config.is_mla()
+                ? std::make_shared<KvPagePool>(
+                      KvPageGeometry(config.n_kv_heads(), config.head_dim(),
+                                     options.kv_layout.page_tokens, options.kv_dtype))
+                : nullptr),
       // An MLA layer keeps its latent cache in mla_; own_.cache then stays an unused minimum.
-      own_{config.is_mla() ? KvCache(1, 2, 1, KvDtype::f32) : KvCache(config, options.kv_dtype), 0},
+      own_{config.is_mla() ? KvCache(1, 2, 1, KvDtype::f32) : make_cache(), 0},
       projector_(options.isa, options.threads, options.compute) {
   weights_.check_shapes(config_);
+  if (config_.is_mla() && options_.kv_layout.paged()) {
+    throw std::invalid_argument("MLA's latent cache is contiguous only, not kv layout " +
+                                to_string(options_.kv_layout));
+  }
   if (options_.threads < 1) {
     throw std::invalid_argument("threads must be at least 1, got " +
                                 std::to_string(options_.threads));
@@ -45,7 +54,12 @@ DecoderLayer::DecoderLayer(const LayerConfig& config, LayerWeights weights, Opti
 
 LayerSequence DecoderLayer::new_sequence() const {
   if (mla_) throw std::logic_error("new_sequence: batches of MLA layers are not implemented");
-  return {KvCache(config_, options_.kv_dtype), 0};
+  return {make_cache(), 0};
+}
+
+KvCache DecoderLayer::make_cache() const {
+  if (pool_) return KvCache(config_, options_.kv_dtype, pool_);
+  return KvCache(config_, options_.kv_dtype);
 }
 
 std::vector<float> DecoderLayer::prefill(LayerSequence& sequence, const float* x, std::size_t n) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/kv_cache.hpp"
+#include "engine/kv_layout.hpp"
 #include "engine/layer_config.hpp"
 #include "engine/layer_weights.hpp"
 #include "engine/mla_attention.hpp"
@@ -49,6 +50,7 @@ class DecoderLayer {
     Isa isa = Isa::scalar;
     int threads = 1;
     ComputeMode compute = ComputeMode::exact;  // attention on the CPU's dot units if fast
+    KvLayout kv_layout;  // paged: every sequence's pages come from one pool of the layer's
   };
 
   DecoderLayer(const LayerConfig& config, LayerWeights weights, Options options);
@@ -111,6 +113,9 @@ class DecoderLayer {
   }
 
  private:
+  // An empty cache of the layer's shape, type and layout.
+  KvCache make_cache() const;
+
   // `rows` consecutive rows of x belong to `sequence`, the next tokens after its position.
   struct Run {
     LayerSequence* sequence;
@@ -120,7 +125,8 @@ class DecoderLayer {
   LayerConfig config_;
   LayerWeights weights_;
   Options options_;
-  LayerSequence own_;  // MLA layers: only its position (the latent cache is in mla_)
+  std::shared_ptr<KvPagePool> pool_;  // paged layout only
+  LayerSequence own_;                 // MLA layers: only its position (the latent cache is in mla_)
   std::optional<MlaAttention> mla_;
   Projector projector_;  // matmul_ref for Isa::scalar, else oneDNN / GEMV
   double attention_seconds_ = 0;

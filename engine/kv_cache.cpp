@@ -55,7 +55,95 @@ KvCache::KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capac
 KvCache::KvCache(const LayerConfig& config, KvTypes types)
     : KvCache(config.n_kv_heads(), config.head_dim(), config.cache_rows(), types) {}
 
+KvCache::KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity, KvTypes types,
+                 std::shared_ptr<KvPagePool> pool)
+    : n_kv_heads_(n_kv_heads),
+      head_dim_(head_dim),
+      capacity_(capacity),
+      types_(types),
+      k_head_stride_bytes_(0),
+      v_head_stride_bytes_(0),
+      pool_(std::move(pool)) {
+  if (!pool_) throw std::invalid_argument("a paged KV cache needs a page pool");
+  const KvPageGeometry& g = pool_->geometry();
+  if (capacity == 0) throw std::invalid_argument("KV cache capacity must be at least 1");
+  if (g.n_kv_heads != n_kv_heads || g.head_dim != head_dim || g.types != types) {
+    throw std::invalid_argument("KV page pool made for " + std::to_string(g.n_kv_heads) +
+                                " kv heads × head_dim " + std::to_string(g.head_dim) + " " +
+                                to_string(g.types) + ", not " + std::to_string(n_kv_heads) + " × " +
+                                std::to_string(head_dim) + " " + to_string(types));
+  }
+  k_head_stride_bytes_ = g.k_head_stride;
+  v_head_stride_bytes_ = g.v_head_stride;
+  pages_.reserve((capacity + g.page_tokens - 1) / g.page_tokens);
+}
+
+KvCache::KvCache(const LayerConfig& config, KvTypes types, std::shared_ptr<KvPagePool> pool)
+    : KvCache(config.n_kv_heads(), config.head_dim(), config.cache_rows(), types, std::move(pool)) {
+}
+
+KvCache::KvCache(KvCache&& other) noexcept
+    : n_kv_heads_(other.n_kv_heads_),
+      head_dim_(other.head_dim_),
+      capacity_(other.capacity_),
+      types_(other.types_),
+      k_head_stride_bytes_(other.k_head_stride_bytes_),
+      v_head_stride_bytes_(other.v_head_stride_bytes_),
+      k_(std::move(other.k_)),
+      v_(std::move(other.v_)),
+      k_scale_(std::move(other.k_scale_)),
+      v_scale_(std::move(other.v_scale_)),
+      size_(other.size_),
+      written_(other.written_),
+      pool_(std::move(other.pool_)),
+      pages_(std::move(other.pages_)) {
+  other.pages_.clear();
+  other.size_ = other.written_ = 0;
+}
+
+KvCache& KvCache::operator=(KvCache&& other) noexcept {
+  if (this == &other) return *this;
+  release_pages();
+  n_kv_heads_ = other.n_kv_heads_;
+  head_dim_ = other.head_dim_;
+  capacity_ = other.capacity_;
+  types_ = other.types_;
+  k_head_stride_bytes_ = other.k_head_stride_bytes_;
+  v_head_stride_bytes_ = other.v_head_stride_bytes_;
+  k_ = std::move(other.k_);
+  v_ = std::move(other.v_);
+  k_scale_ = std::move(other.k_scale_);
+  v_scale_ = std::move(other.v_scale_);
+  size_ = other.size_;
+  written_ = other.written_;
+  pool_ = std::move(other.pool_);
+  pages_ = std::move(other.pages_);
+  other.pages_.clear();
+  other.size_ = other.written_ = 0;
+  return *this;
+}
+
+void KvCache::hold_rows(std::size_t rows) {
+  const std::size_t n = page_tokens();
+  while (pages_.size() * n < rows) pages_.push_back(pool_->take());
+}
+
+void KvCache::release_pages() {
+  for (std::byte* page : pages_) pool_->give_back(page);
+  pages_.clear();
+}
+
 KvCache KvCache::clone() const {
+  if (pool_) {
+    KvCache copy(n_kv_heads_, head_dim_, capacity_, types_, pool_);
+    copy.hold_rows(pages_.size() * page_tokens());
+    for (std::size_t i = 0; i < pages_.size(); ++i) {
+      std::memcpy(copy.pages_[i], pages_[i], pool_->geometry().page_bytes);
+    }
+    copy.size_ = size_;
+    copy.written_ = written_;
+    return copy;
+  }
   KvCache copy(n_kv_heads_, head_dim_, capacity_, types_);
   std::memcpy(copy.k_.data(), k_.data(), k_.bytes());
   std::memcpy(copy.v_.data(), v_.data(), v_.bytes());
@@ -67,7 +155,20 @@ KvCache KvCache::clone() const {
 }
 
 std::size_t KvCache::bytes() const {
+  if (pool_) return pages_.size() * pool_->geometry().page_bytes;
   return k_.bytes() + v_.bytes() + k_scale_.bytes() + v_scale_.bytes();
+}
+
+std::vector<std::pair<const std::byte*, std::size_t>> KvCache::memory_regions() const {
+  std::vector<std::pair<const std::byte*, std::size_t>> regions;
+  if (pool_) {
+    for (const std::byte* page : pages_) regions.emplace_back(page, pool_->geometry().page_bytes);
+    return regions;
+  }
+  for (const AlignedBuffer* b : {&k_, &v_, &k_scale_, &v_scale_}) {
+    if (b->bytes() > 0) regions.emplace_back(b->data(), b->bytes());
+  }
+  return regions;
 }
 
 void KvCache::append(const float* k, const float* v, std::size_t n) {
@@ -76,27 +177,30 @@ void KvCache::append(const float* k, const float* v, std::size_t n) {
                             std::to_string(capacity_) + " tokens, cannot append " +
                             std::to_string(n) + " more");
   }
+  if (pool_) hold_rows(size_ + n);
   for (std::size_t i = 0; i < n; ++i) store(k, v, i, size_ + i);
   size_ += n;
   written_ = size_;
 }
 
 void KvCache::append_ring(const float* k, const float* v, std::size_t n) {
+  if (pool_) hold_rows(written_ + n < capacity_ ? written_ + n : capacity_);
   for (std::size_t i = 0; i < n; ++i, ++written_) store(k, v, i, written_ % capacity_);
   size_ = written_ < capacity_ ? written_ : capacity_;
 }
 
 void KvCache::store(const float* k, const float* v, std::size_t i, std::size_t slot) {
-  const std::size_t k_row_bytes = kv_row_bytes(types_.k, head_dim_);
-  const std::size_t v_row_bytes = kv_row_bytes(types_.v, head_dim_);
+  // The view's row and scale addresses, for either layout, made writable: they point into
+  // this cache's own buffers or pages.
+  const KvView place = view();
   for (std::size_t h = 0; h < n_kv_heads_; ++h) {
     const std::size_t src = (i * n_kv_heads_ + h) * head_dim_;
-    std::byte* k_dst = k_.data() + h * k_head_stride_bytes_ + slot * k_row_bytes;
-    std::byte* v_dst = v_.data() + h * v_head_stride_bytes_ + slot * v_row_bytes;
+    auto* k_dst = const_cast<std::byte*>(place.k_row(h, slot));
+    auto* v_dst = const_cast<std::byte*>(place.v_row(h, slot));
     const float k_scale = encode_row_ref(types_.k, k + src, head_dim_, k_dst);
     const float v_scale = encode_row_ref(types_.v, v + src, head_dim_, v_dst);
-    if (kv_has_scales(types_.k)) k_scale_.as<float>()[h * capacity_ + slot] = k_scale;
-    if (kv_has_scales(types_.v)) v_scale_.as<float>()[h * capacity_ + slot] = v_scale;
+    if (kv_has_scales(types_.k)) *const_cast<float*>(place.k_scales(h, slot)) = k_scale;
+    if (kv_has_scales(types_.v)) *const_cast<float*>(place.v_scales(h, slot)) = v_scale;
   }
 }
 
@@ -109,6 +213,15 @@ KvView KvCache::view() const {
   view.capacity = capacity_;
   view.k_head_stride_bytes = k_head_stride_bytes_;
   view.v_head_stride_bytes = v_head_stride_bytes_;
+  if (pool_) {
+    const KvPageGeometry& g = pool_->geometry();
+    view.page_tokens = g.page_tokens;
+    view.pages = pages_.data();
+    view.v_offset = g.v_offset;
+    view.k_scale_offset = g.k_scale_offset;
+    view.v_scale_offset = g.v_scale_offset;
+    return view;
+  }
   view.k = k_.data();
   view.v = v_.data();
   if (kv_has_scales(types_.k)) view.k_scale = k_scale_.as<float>();

@@ -1,7 +1,11 @@
 #pragma once
 // The KV cache of one decoder layer: contiguous per kv head, 64-byte aligned.
 #include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
 
+#include "engine/kv_page_pool.hpp"
 #include "engine/memory.hpp"
 #include "kernels/kv_dtype.hpp"
 #include "kernels/kv_view.hpp"
@@ -10,24 +14,40 @@ namespace kvscope {
 
 class LayerConfig;
 
-// For every kv head, one K block [capacity × head_dim] and one V block, rows in position
-// order; keys of types.k, values of types.v (a single KvDtype sets both). int8 rows carry one
-// f32 scale each, int4 rows their group scales. See KvView for the layout.
+// Contiguous: for every kv head, one K block [capacity × head_dim] and one V block, rows in
+// position order, allocated up front. Paged: pages of the pool's page_tokens tokens, taken from
+// a pool (shared by the sequences of a batch) as tokens arrive and given back by clear() and
+// the destructor; capacity() then only bounds the page table. Keys of types.k, values of
+// types.v (a single KvDtype sets both). int8 rows carry one f32 scale each, int4 rows their
+// group scales. See KvView for both layouts.
 class KvCache {
  public:
   KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity, KvTypes types);
   KvCache(const LayerConfig& config, KvTypes types);
+  // Paged, from `pool` (whose geometry must have this shape and types, else
+  // std::invalid_argument).
+  KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity, KvTypes types,
+          std::shared_ptr<KvPagePool> pool);
+  KvCache(const LayerConfig& config, KvTypes types, std::shared_ptr<KvPagePool> pool);
+  ~KvCache() { release_pages(); }
+  KvCache(KvCache&& other) noexcept;
+  KvCache& operator=(KvCache&& other) noexcept;
 
   std::size_t size() const { return size_; }  // tokens stored
   std::size_t capacity() const { return capacity_; }
   std::size_t n_kv_heads() const { return n_kv_heads_; }
   std::size_t head_dim() const { return head_dim_; }
   KvTypes types() const { return types_; }
-  std::size_t bytes() const;  // allocated bytes, K + V + scales
+  std::size_t bytes() const;  // allocated bytes, K + V + scales (paged: the pages held)
+  bool paged() const { return pool_ != nullptr; }
+  std::size_t page_tokens() const { return pool_ ? pool_->geometry().page_tokens : 0; }
+  // The memory the cache's bytes lie in (one region per buffer or page), e.g. to flush it.
+  std::vector<std::pair<const std::byte*, std::size_t>> memory_regions() const;
 
   // Appends n tokens; k and v are [n × n_kv_heads × head_dim] f32, encoded to dtype().
   // Throws std::length_error if size() + n > capacity(): nothing is stored then, and
-  // the tokens already in the cache stay as they were.
+  // the tokens already in the cache stay as they were (likewise std::bad_alloc when a paged
+  // cache's pool cannot grow).
   void append(const float* k, const float* v, std::size_t n);
 
   // A sliding-window cache: appends n tokens to a ring of capacity() rows, each overwriting
@@ -37,11 +57,14 @@ class KvCache {
   void append_ring(const float* k, const float* v, std::size_t n);
 
   // A second cache with the same shape and the same stored bytes (a deep copy: a cold
-  // measurement cycles through such copies).
+  // measurement cycles through such copies; a paged one takes its pages from the same pool).
   KvCache clone() const;
 
-  // Forgets the stored tokens (capacity and memory stay).
-  void clear() { size_ = written_ = 0; }
+  // Forgets the stored tokens (capacity stays; a paged cache gives its pages back).
+  void clear() {
+    size_ = written_ = 0;
+    release_pages();
+  }
 
   KvView view() const;
 
@@ -52,9 +75,14 @@ class KvCache {
   AlignedBuffer k_, v_, k_scale_, v_scale_;
   std::size_t size_ = 0;
   std::size_t written_ = 0;  // tokens ever appended: the ring's next row is written_ % capacity_
+  std::shared_ptr<KvPagePool> pool_;  // paged only
+  std::vector<std::byte*> pages_;     // page table: rows [i·page_tokens, (i+1)·page_tokens)
 
   // Encodes token i of k, v [n × n_kv_heads × head_dim] into row `slot` of every kv head.
   void store(const float* k, const float* v, std::size_t i, std::size_t slot);
+  // Paged: takes pages from the pool until rows [0, rows) have one.
+  void hold_rows(std::size_t rows);
+  void release_pages();
 };
 
 }  // namespace kvscope

@@ -47,6 +47,23 @@ inline void prefetch_row(const T* row, std::size_t elems) {
   for (std::size_t i = 0; i < elems * sizeof(T); i += 64) __builtin_prefetch(bytes + i, 0, 2);
 }
 
+// The block after the current one in a key range: its rows (0 at the range's end) and where
+// they start, for prefetching while the current block computes.
+struct NextBlock {
+  std::size_t rows = 0;
+  const std::byte* k = nullptr;
+  const std::byte* v = nullptr;
+
+  NextBlock(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t end,
+            std::size_t max_rows)
+      : rows(kv.block_rows(b0, end, max_rows)) {
+    if (rows > 0) {
+      k = kv.k_row(kvh, b0);
+      v = kv.v_row(kvh, b0);
+    }
+  }
+};
+
 // Online-softmax state of one query vector. q is pre-scaled by 1/sqrt(head_dim) (the score
 // scale is fused into it) and zero-padded to nv·W lanes, as is acc. Keys after `last_key`
 // are masked (causal); they are skipped, never read for this query.
@@ -298,8 +315,8 @@ template <class A>
 void block_scales(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb,
                   std::size_t block, float* k_pad, float* v_pad, const float*& k_scale,
                   const float*& v_scale) {
-  k_scale = kv.k_scale + kvh * kv.capacity + b0;
-  v_scale = kv.v_scale + kvh * kv.capacity + b0;
+  k_scale = kv.k_scales(kvh, b0);
+  v_scale = kv.v_scales(kvh, b0);
   if (nb < block) {
     copy_scales<A>(k_scale, nb, block, k_pad);
     copy_scales<A>(v_scale, nb, block, v_pad);

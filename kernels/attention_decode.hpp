@@ -92,8 +92,8 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
                    const DecodeScratch<A>& ws) {
   constexpr std::size_t W = fbatch<A>::size;
   const std::size_t d = kv.head_dim;
-  for (std::size_t b0 = t0; b0 < t1; b0 += kKeyBlock) {
-    const std::size_t nb = t1 - b0 < kKeyBlock ? t1 - b0 : kKeyBlock;
+  for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+    nb = kv.block_rows(b0, t1, kKeyBlock);
     const float* k_scale = nullptr;
     const float* v_scale = nullptr;
     if constexpr (D == KvDtype::int8) {
@@ -101,9 +101,10 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
     }
     const auto* k = reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0));
     const auto* v = reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0));
-    const std::size_t n_next = t1 - (b0 + nb) < kKeyBlock ? t1 - (b0 + nb) : kKeyBlock;
-    const elem_t<D>* k_next = k + nb * d;
-    const elem_t<D>* v_next = v + nb * d;
+    const NextBlock next(kv, kvh, b0 + nb, t1, kKeyBlock);
+    const std::size_t n_next = next.rows;
+    const auto* k_next = reinterpret_cast<const elem_t<D>*>(next.k);
+    const auto* v_next = reinterpret_cast<const elem_t<D>*>(next.v);
     if (direct) {
       const KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale, k_next, v_next, n_next};
       attend_block_all<A, D, true>(st, count, blk, nv, ws);

@@ -7,38 +7,91 @@
 
 namespace kvscope {
 
-// Layout: for every kv head h, one K block [capacity × k row] starting at
-// k + h * k_head_stride_bytes (64-byte aligned), rows in position order; V likewise with its
-// own type and stride. K and V types may differ (k_dtype, v_dtype).
-// int8 keys carry scales k_scale[h * capacity + pos] (values v_scale): element = q * scale.
-// int4 rows hold their group scales inline (kernels/formats/int4_format.hpp).
+// Two layouts; kernels reach rows only through k_row/v_row/k_scales/v_scales and cut their
+// key blocks with block_rows, so both read the same way.
+//
+// Contiguous (pages == nullptr): for every kv head h, one K block [capacity × k row] starting
+// at k + h * k_head_stride_bytes (64-byte aligned), rows in position order; V likewise with
+// its own type and stride. int8 keys carry scales k_scale[h * capacity + pos] (values
+// v_scale): element = q * scale.
+//
+// Paged (vLLM's PagedAttention): position pos lives in page pages[pos / page_tokens], row
+// pos % page_tokens. A page holds page_tokens rows of every kv head: K of head h at
+// page + h * k_head_stride_bytes, V at page + v_offset + h * v_head_stride_bytes, int8 scales
+// as floats at page + k_scale_offset + h * page_tokens (v_scale_offset likewise).
+//
+// K and V types may differ (k_dtype, v_dtype). int4 rows hold their group scales inline
+// (kernels/formats/int4_format.hpp).
 struct KvView {
   KvDtype k_dtype = KvDtype::f32;
   KvDtype v_dtype = KvDtype::f32;
   std::size_t n_kv_heads = 0;
   std::size_t head_dim = 0;
   std::size_t capacity = 0;
-  std::size_t k_head_stride_bytes = 0;
+  std::size_t k_head_stride_bytes = 0;  // contiguous: per head; paged: per head in a page
   std::size_t v_head_stride_bytes = 0;
   const std::byte* k = nullptr;
   const std::byte* v = nullptr;
-  const float* k_scale = nullptr;  // int8 keys only: [n_kv_heads × capacity]
-  const float* v_scale = nullptr;  // int8 values only
+  const float* k_scale = nullptr;  // contiguous int8 keys only: [n_kv_heads × capacity]
+  const float* v_scale = nullptr;  // contiguous int8 values only
+  // Paged layout only:
+  std::size_t page_tokens = 0;
+  const std::byte* const* pages = nullptr;
+  std::size_t v_offset = 0;
+  std::size_t k_scale_offset = 0;  // 0 when keys carry no per-row scales
+  std::size_t v_scale_offset = 0;
 
   KvTypes types() const { return {k_dtype, v_dtype}; }
+  bool paged() const { return pages != nullptr; }
   std::size_t k_row_bytes() const { return kv_row_bytes(k_dtype, head_dim); }
   std::size_t v_row_bytes() const { return kv_row_bytes(v_dtype, head_dim); }
   const std::byte* k_row(std::size_t kv_head, std::size_t pos) const {
-    return k + kv_head * k_head_stride_bytes + pos * k_row_bytes();
+    if (!paged()) return k + kv_head * k_head_stride_bytes + pos * k_row_bytes();
+    return pages[pos / page_tokens] + kv_head * k_head_stride_bytes +
+           pos % page_tokens * k_row_bytes();
   }
   const std::byte* v_row(std::size_t kv_head, std::size_t pos) const {
-    return v + kv_head * v_head_stride_bytes + pos * v_row_bytes();
+    if (!paged()) return v + kv_head * v_head_stride_bytes + pos * v_row_bytes();
+    return pages[pos / page_tokens] + v_offset + kv_head * v_head_stride_bytes +
+           pos % page_tokens * v_row_bytes();
+  }
+  // The per-row scales of kv head kv_head from pos on, contiguous up to block_rows(pos, …);
+  // nullptr for a type without them.
+  const float* k_scales(std::size_t kv_head, std::size_t pos) const {
+    if (!kv_has_scales(k_dtype)) return nullptr;
+    if (!paged()) return k_scale + kv_head * capacity + pos;
+    return page_scales(k_scale_offset, kv_head, pos);
+  }
+  const float* v_scales(std::size_t kv_head, std::size_t pos) const {
+    if (!kv_has_scales(v_dtype)) return nullptr;
+    if (!paged()) return v_scale + kv_head * capacity + pos;
+    return page_scales(v_scale_offset, kv_head, pos);
   }
   float k_row_scale(std::size_t kv_head, std::size_t pos) const {
-    return k_scale ? k_scale[kv_head * capacity + pos] : 1.0f;
+    const float* s = k_scales(kv_head, pos);
+    return s ? *s : 1.0f;
   }
   float v_row_scale(std::size_t kv_head, std::size_t pos) const {
-    return v_scale ? v_scale[kv_head * capacity + pos] : 1.0f;
+    const float* s = v_scales(kv_head, pos);
+    return s ? *s : 1.0f;
+  }
+  // Rows of the key block that starts at b0 in a range ending at `end`: at most max_rows,
+  // and never past the end of b0's page, so a block's rows are consecutive in memory.
+  // 0 when b0 ≥ end.
+  std::size_t block_rows(std::size_t b0, std::size_t end, std::size_t max_rows) const {
+    if (b0 >= end) return 0;
+    std::size_t n = end - b0 < max_rows ? end - b0 : max_rows;
+    if (paged()) {
+      const std::size_t to_page_end = page_tokens - b0 % page_tokens;
+      if (to_page_end < n) n = to_page_end;
+    }
+    return n;
+  }
+
+ private:
+  const float* page_scales(std::size_t offset, std::size_t kv_head, std::size_t pos) const {
+    return reinterpret_cast<const float*>(pages[pos / page_tokens] + offset) +
+           kv_head * page_tokens + pos % page_tokens;
   }
 };
 

@@ -146,14 +146,8 @@ const KvCache& CacheRotation::next() {
 void CacheRotation::end_step(int threads) {
   if (plan_.state == CacheState::cold && plan_.method == ColdMethod::flush) {
     for (std::size_t i : read_this_step_) {
-      const KvView v = caches_[i].view();
-      flush_from_caches(v.k, v.n_kv_heads * v.k_head_stride_bytes, threads);
-      flush_from_caches(v.v, v.n_kv_heads * v.v_head_stride_bytes, threads);
-      if (v.k_scale != nullptr) {
-        flush_from_caches(v.k_scale, v.n_kv_heads * v.capacity * sizeof(float), threads);
-      }
-      if (v.v_scale != nullptr) {
-        flush_from_caches(v.v_scale, v.n_kv_heads * v.capacity * sizeof(float), threads);
+      for (const auto& [data, bytes] : caches_[i].memory_regions()) {
+        flush_from_caches(data, bytes, threads);
       }
     }
     ++flushes_;

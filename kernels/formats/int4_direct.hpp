@@ -313,9 +313,9 @@ class Int4Keys {
       for (std::size_t j = 0; j < lanes_; ++j) own[i].q[j] = j < dp ? st[i].q[j] : 0.0f;
       for (std::size_t j = 0; j < lanes_; ++j) own[i].acc[j] = j < d ? st[i].acc[j] : 0.0f;
     }
-    for (std::size_t b0 = t0; b0 < t1; b0 += kKeyBlock) {
-      const std::size_t nb = t1 - b0 < kKeyBlock ? t1 - b0 : kKeyBlock;
-      const std::size_t n_next = t1 - (b0 + nb) < kKeyBlock ? t1 - (b0 + nb) : kKeyBlock;
+    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+      nb = kv.block_rows(b0, t1, kKeyBlock);
+      const NextBlock next(kv, kvh, b0 + nb, t1, kKeyBlock);
       const std::byte* k = kv.k_row(kvh, b0);
       const std::byte* v = kv.v_row(kvh, b0);
       int4_scale_table(k, nb, groups_, k_scale_, A{});
@@ -324,11 +324,11 @@ class Int4Keys {
         const KeyBlock<KvDtype::int4> blk{nullptr, nullptr, 0, b0, nb};
         const std::size_t n = visible_rows(own[i], blk);
         if (n == 0) continue;
-        const std::size_t n_pre = i == 0 ? n_next : 0;  // the first query prefetches
-        scores_(own[i].q, k, row_bytes_, groups_, n, k_scale_, ws.s, kv.k_row(kvh, b0 + nb), n_pre);
+        const std::size_t n_pre = i == 0 ? next.rows : 0;  // the first query prefetches
+        scores_(own[i].q, k, row_bytes_, groups_, n, k_scale_, ws.s, next.k, n_pre);
         softmax_update<A>(own[i], ws.s, n, nullptr, lanes_ / W, ws.p);
         int4_weights(ws.p, v_scale_, n, groups_, weight_lanes_.get(), w_, A{});
-        int4_pv<A>(w_, v, row_bytes_, groups_, n, own[i].acc, kv.v_row(kvh, b0 + nb), n_pre);
+        int4_pv<A>(w_, v, row_bytes_, groups_, n, own[i].acc, next.v, n_pre);
       }
     }
     for (std::size_t i = 0; i < count; ++i) {

@@ -54,10 +54,8 @@ WidenBlock<A> widen_block_for(KvDtype t) {
 // The scales of rows [b0, b0 + nb) of kv head kvh from `scales` (null: none), readable for
 // kKeyBlock lanes: in place for a full block, else a zero-padded copy into pad.
 template <class A>
-const float* tile_scales(const float* scales, const KvView& kv, std::size_t kvh, std::size_t b0,
-                         std::size_t nb, float* pad) {
-  if (scales == nullptr) return nullptr;
-  const float* own = scales + kvh * kv.capacity + b0;
+const float* tile_scales(const float* own, std::size_t nb, float* pad) {
+  if (own == nullptr) return nullptr;
   if (nb == kKeyBlock) return own;
   copy_scales<A>(own, nb, kKeyBlock, pad);
   return pad;
@@ -74,18 +72,18 @@ class TiledKeys {
            std::size_t count, std::size_t nv, bool /*direct*/, const DecodeScratch<A>& ws) const {
     constexpr std::size_t W = fbatch<A>::size;
     const std::size_t d = kv.head_dim;
-    for (std::size_t b0 = t0; b0 < t1; b0 += kKeyBlock) {
-      const std::size_t nb = t1 - b0 < kKeyBlock ? t1 - b0 : kKeyBlock;
-      const std::size_t n_next = t1 - (b0 + nb) < kKeyBlock ? t1 - (b0 + nb) : kKeyBlock;
-      widen_k_(kv.k_row(kvh, b0), d, nb, nv, ws.k_tile, kv.k_row(kvh, b0 + nb), n_next);
-      widen_v_(kv.v_row(kvh, b0), d, nb, nv, ws.v_tile, kv.v_row(kvh, b0 + nb), n_next);
+    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+      nb = kv.block_rows(b0, t1, kKeyBlock);
+      const NextBlock next(kv, kvh, b0 + nb, t1, kKeyBlock);
+      widen_k_(kv.k_row(kvh, b0), d, nb, nv, ws.k_tile, next.k, next.rows);
+      widen_v_(kv.v_row(kvh, b0), d, nb, nv, ws.v_tile, next.v, next.rows);
       const KeyBlock<KvDtype::f32> blk{ws.k_tile,
                                        ws.v_tile,
                                        nv * W,
                                        b0,
                                        nb,
-                                       tile_scales<A>(kv.k_scale, kv, kvh, b0, nb, ws.k_scale),
-                                       tile_scales<A>(kv.v_scale, kv, kvh, b0, nb, ws.v_scale)};
+                                       tile_scales<A>(kv.k_scales(kvh, b0), nb, ws.k_scale),
+                                       tile_scales<A>(kv.v_scales(kvh, b0), nb, ws.v_scale)};
       attend_block_all<A, KvDtype::f32, false>(st, count, blk, nv, ws);
     }
   }

@@ -354,8 +354,8 @@ class DotUnitKeys {
       }
     }
 
-    for (std::size_t b0 = t0; b0 < t1; b0 += kDotBlock) {
-      const std::size_t nb = t1 - b0 < kDotBlock ? t1 - b0 : kDotBlock;
+    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+      nb = kv.block_rows(b0, t1, kDotBlock);
       std::size_t n_live = 0, n_max = 0;
       for (std::size_t i = 0; i < count; ++i) {
         if (st[i].last_key < b0) continue;  // whole block after this query: masked
@@ -369,7 +369,7 @@ class DotUnitKeys {
         n_max = rows > n_max ? rows : n_max;
       }
       if (n_live == 0) continue;
-      const std::size_t n_next = t1 - (b0 + nb) < kDotBlock ? t1 - (b0 + nb) : kDotBlock;
+      const NextBlock next(kv, kvh, b0 + nb, t1, kDotBlock);
       const float* k_scale = nullptr;
       const float* v_scale = nullptr;
       if constexpr (D == KvDtype::int8) {
@@ -377,9 +377,8 @@ class DotUnitKeys {
       }
       // Only the n_max rows some query sees are read; key vectors past them hold stale
       // lanes that dot_scores masks to −inf (a select, so even NaN patterns drop out).
-      transpose_keys<D>(kv.k_row(kvh, b0), n_max, geo_, kt_.get(), kv.k_row(kvh, b0 + nb), n_next);
-      interleave_values<D>(kv.v_row(kvh, b0), n_max, n_max, geo_, vt_.get(), kv.v_row(kvh, b0 + nb),
-                           n_next);
+      transpose_keys<D>(kv.k_row(kvh, b0), n_max, geo_, kt_.get(), next.k, next.rows);
+      interleave_values<D>(kv.v_row(kvh, b0), n_max, n_max, geo_, vt_.get(), next.v, next.rows);
       dot_scores<D>(live_q_.get(), n_.get(), n_live, kt_.get(), geo_, k_scale, s_rows_.get());
 
       for (std::size_t li = 0; li < n_live; ++li) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kv_layout.hpp"
 #include "engine/layer_weights.hpp"
 #include "kernels/ref/kv_row_ref.hpp"
 
@@ -207,6 +208,92 @@ TEST(KvCache, Int8ScaleIsAbsmaxOver127AndExtremesAreExact) {
   EXPECT_EQ(q[1], 50);
   EXPECT_EQ(q[2], 0);
   EXPECT_EQ(q[3], 100);
+}
+
+// Paged: rows land in pages of the pool, each part of a page on a 64-byte line, found through
+// the table; pages are taken as tokens arrive and given back on clear() and destruction.
+TEST(KvCachePaged, RowsAndScalesThroughThePageTable) {
+  for (KvTypes types :
+       {KvTypes(KvDtype::f32), KvTypes(KvDtype::int8), KvTypes(KvDtype::int4, KvDtype::int8)}) {
+    SCOPED_TRACE(to_string(types));
+    auto pool = std::make_shared<KvPagePool>(KvPageGeometry(3, 10, 4, types));
+    KvCache paged(3, 10, 11, types, pool);
+    KvCache flat(3, 10, 11, types);
+    EXPECT_EQ(paged.bytes(), 0u);
+    const std::vector<float> k = random_rows(11 * 3 * 10, 5), v = random_rows(11 * 3 * 10, 6);
+    paged.append(k.data(), v.data(), 6);
+    paged.append(k.data() + 6 * 30, v.data() + 6 * 30, 5);
+    flat.append(k.data(), v.data(), 11);
+    EXPECT_EQ(pool->pages_in_use(), 3u);  // ⌈11 / 4⌉
+    EXPECT_EQ(paged.bytes(), 3 * pool->geometry().page_bytes);
+    const KvView view = paged.view();
+    ASSERT_TRUE(view.paged());
+    for (std::size_t pos = 0; pos < 11; ++pos) {
+      for (std::size_t h = 0; h < 3; ++h) {
+        EXPECT_TRUE(aligned64(view.k_row(h, pos - pos % 4)));
+        EXPECT_TRUE(aligned64(view.v_row(h, pos - pos % 4)));
+        EXPECT_EQ(stored_k(paged, h, pos), stored_k(flat, h, pos)) << "pos " << pos;
+        EXPECT_EQ(0, std::memcmp(view.v_row(h, pos), flat.view().v_row(h, pos),
+                                 kv_row_bytes(types.v, 10)));
+        EXPECT_EQ(view.v_row_scale(h, pos), flat.view().v_row_scale(h, pos));
+      }
+    }
+    // Blocks stop at page ends; the last holds what is left.
+    EXPECT_EQ(view.block_rows(0, 11, 64), 4u);
+    EXPECT_EQ(view.block_rows(5, 11, 64), 3u);
+    EXPECT_EQ(view.block_rows(8, 11, 64), 3u);
+    EXPECT_EQ(view.block_rows(8, 11, 2), 2u);
+    EXPECT_EQ(view.block_rows(11, 11, 64), 0u);
+    const KvCache copy = paged.clone();
+    EXPECT_EQ(pool->pages_in_use(), 6u);
+    EXPECT_EQ(stored_k(copy, 2, 10), stored_k(flat, 2, 10));
+    paged.clear();
+    EXPECT_EQ(pool->pages_in_use(), 3u);
+    EXPECT_EQ(paged.size(), 0u);
+  }
+}
+
+TEST(KvCachePaged, PagesReturnToThePoolAndFullRingsStopTaking) {
+  auto pool = std::make_shared<KvPagePool>(KvPageGeometry(2, 8, 16, KvDtype::f32));
+  const std::vector<float> k = random_rows(100 * 16, 7), v = random_rows(100 * 16, 8);
+  {
+    KvCache a(2, 8, 40, KvDtype::f32, pool);
+    a.append_ring(k.data(), v.data(), 100);  // a ring of 40 rows: 3 pages, never more
+    EXPECT_EQ(a.size(), 40u);
+    EXPECT_EQ(pool->pages_in_use(), 3u);
+    KvCache b = std::move(a);  // the pages move with the cache, once
+    EXPECT_EQ(pool->pages_in_use(), 3u);
+    KvCache flat(2, 8, 40, KvDtype::f32);
+    flat.append_ring(k.data(), v.data(), 100);
+    for (std::size_t slot = 0; slot < 40; ++slot)
+      EXPECT_EQ(stored_k(b, 1, slot), stored_k(flat, 1, slot)) << "slot " << slot;
+  }
+  EXPECT_EQ(pool->pages_in_use(), 0u);
+  KvCache c(2, 8, 3, KvDtype::f32, pool);
+  c.append(k.data(), v.data(), 3);
+  EXPECT_THROW(c.append(k.data(), v.data(), 1), std::length_error);
+  EXPECT_EQ(c.size(), 3u);
+  // A pool of another shape is refused by name.
+  EXPECT_THROW(KvCache(2, 9, 3, KvDtype::f32, pool), std::invalid_argument);
+  EXPECT_THROW(KvCache(2, 8, 3, KvDtype::int8, pool), std::invalid_argument);
+  EXPECT_THROW(KvPageGeometry(2, 8, 0, KvDtype::f32), std::invalid_argument);
+}
+
+TEST(KvLayout, ParsesAndNamesLayouts) {
+  EXPECT_EQ(parse_kv_layout("contiguous"), KvLayout{});
+  EXPECT_EQ(parse_kv_layout("paged:16").page_tokens, 16u);
+  EXPECT_EQ(to_string(KvLayout{16}), "paged:16");
+  EXPECT_EQ(to_string(KvLayout{}), "contiguous");
+  for (const char* bad : {"paged", "paged:", "paged:0", "paged:-3", "paged:1x", "paged:65537",
+                          "paged:99999999999999999999", "Paged:16", ""}) {
+    try {
+      parse_kv_layout(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -127,6 +128,17 @@ struct RandomProblem {
     return m;
   }
 };
+
+// The problem's K and V in a paged cache of `page_tokens` tokens per page (its own pool), for
+// the same attention over the other layout: rp.problem(out) with .kv = the copy's view().
+inline KvCache paged_copy(const RandomProblem& rp, std::size_t page_tokens) {
+  const KvCache& c = rp.cache;
+  auto pool = std::make_shared<KvPagePool>(
+      KvPageGeometry(c.n_kv_heads(), c.head_dim(), page_tokens, c.types()));
+  KvCache paged(c.n_kv_heads(), c.head_dim(), c.capacity(), c.types(), pool);
+  paged.append(rp.k.data(), rp.v.data(), rp.first_pos + rp.n_queries);
+  return paged;
+}
 
 inline float max_abs(const std::vector<float>& x) {
   float m = 0.0f;

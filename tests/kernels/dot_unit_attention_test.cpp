@@ -158,6 +158,43 @@ INSTANTIATE_TEST_SUITE_P(
       return name + "_group" + std::to_string(std::get<1>(info.param));
     });
 
+// Over a paged cache the units read each page's rows and scales through the table: pages of
+// 64 tokens keep the 64-key blocks, so every bit equals the contiguous layout; pages of 16
+// cut a block every 16 keys, which moves the int8 weights' block scale, so the result is held
+// to check 1's bound against the reference on the same rounded query.
+TEST_P(DotUnitAttention, PagedLayoutReadsThroughThePageTable) {
+  const auto [unit, group] = GetParam();
+  if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
+  const std::size_t n_kv = group == 32 ? 1 : 2;
+  unsigned seed = 300;
+  for (const Case& c : cases({40, 128})) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", first_pos " +
+                 std::to_string(c.first_pos) + ", n_queries " + std::to_string(c.n_queries));
+    const RandomProblem rp(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype_of(unit),
+                           seed, 1.0f, Data::ragged);
+    RandomProblem rounded_q(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries,
+                            dtype_of(unit), seed++, 1.0f, Data::ragged);
+    round_query_as_unit(unit, rounded_q.q, c.head_dim);
+    std::vector<float> flat(rp.out_size()), same_q(rp.out_size());
+    simd::attend_dot_unit(rp.problem(flat.data()), unit, 2);
+    attend_ref(rounded_q.problem(same_q.data()), 2);
+    const double weight_step = unit == ComputeUnit::vnni_int8 ? 2.0 / 254 : 0x1p-9;
+    for (std::size_t page_tokens : {16, 64}) {
+      SCOPED_TRACE("page of " + std::to_string(page_tokens));
+      const KvCache paged = paged_copy(rp, page_tokens);
+      std::vector<float> out(rp.out_size(), -1.0f);
+      AttentionProblem p = rp.problem(out.data());
+      p.kv = paged.view();
+      simd::attend_dot_unit(p, unit, 2);
+      if (page_tokens == 64) {
+        EXPECT_EQ(0, std::memcmp(out.data(), flat.data(), out.size() * sizeof(float)))
+            << "paged differs from contiguous by " << max_abs_diff(out, flat);
+      }
+      EXPECT_LE(max_abs_diff(out, same_q), weight_step * rp.max_abs_v() + 1e-6 * max_abs(same_q));
+    }
+  }
+}
+
 // attend() in fast mode runs the unit attention_compute_unit() names, and exact mode the
 // widening kernel, bit for bit.
 TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {

@@ -1,0 +1,57 @@
+#pragma once
+// The shared pool of a paged KV cache: fixed-size pages handed to sequences as they grow.
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#include "engine/memory.hpp"
+#include "kernels/kv_dtype.hpp"
+
+namespace kvscope {
+
+// Where the parts of one page lie (KvView's paged layout): K rows of head h at
+// h * k_head_stride, V rows at v_offset + h * v_head_stride, int8 scales at the scale
+// offsets; every part starts on a 64-byte line.
+struct KvPageGeometry {
+  std::size_t n_kv_heads = 0, head_dim = 0, page_tokens = 0;
+  KvTypes types;
+  std::size_t k_head_stride = 0, v_head_stride = 0;
+  std::size_t v_offset = 0, k_scale_offset = 0, v_scale_offset = 0;
+  std::size_t page_bytes = 0;
+
+  // Throws std::invalid_argument for zero sizes, std::overflow_error for a page that does not
+  // fit in 64 bits.
+  KvPageGeometry(std::size_t n_kv_heads, std::size_t head_dim, std::size_t page_tokens,
+                 KvTypes types);
+};
+
+// Pages of one geometry for the sequences of a layer. Memory is taken in slabs of about
+// 4 MiB (at least one page) as pages are needed and kept until the pool goes; freed pages are
+// reused. Each new slab's pages are handed out in a shuffled (seeded) order, so a sequence's
+// pages are scattered as in a serving pool where many sequences grow at once: the measured
+// cost of paging includes that, not only the table lookups. take() and give_back() may be
+// called from several threads.
+class KvPagePool {
+ public:
+  explicit KvPagePool(const KvPageGeometry& geometry);
+  KvPagePool(const KvPagePool&) = delete;
+  KvPagePool& operator=(const KvPagePool&) = delete;
+
+  const KvPageGeometry& geometry() const { return geometry_; }
+  // A free page (its bytes are what the last user left). Throws std::bad_alloc (naming the
+  // bytes) when a new slab cannot be had.
+  std::byte* take();
+  void give_back(std::byte* page);
+  std::size_t pages_in_use() const;
+  std::size_t bytes_allocated() const;  // all slabs
+
+ private:
+  KvPageGeometry geometry_;
+  std::size_t pages_per_slab_;
+  mutable std::mutex mutex_;
+  std::vector<AlignedBuffer> slabs_;
+  std::vector<std::byte*> free_;
+  std::size_t in_use_ = 0;
+};
+
+}  // namespace kvscope
