@@ -139,6 +139,13 @@ void add_kv_dtype_flag(CLI::App& app, KvTypes& types) {
       "element type of the values (overrides --kv-dtype)");
 }
 
+void add_kv_layout_flag(CLI::App& app, KvLayout& layout) {
+  app.add_option_function<std::string>(
+      "--kv-layout", [&layout](const std::string& name) { layout = parse_kv_layout(name); },
+      "KV cache layout: contiguous (default) | paged:N (pages of N tokens from a shared pool, "
+      "read through a page table)");
+}
+
 void CacheStateFlags::add_to(CLI::App& app) {
   app.add_option_function<std::string>(
       "--cache-state", [this](const std::string& name) { state = parse_cache_state(name); },

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/kv_layout.hpp"
 #include "engine/layer_config.hpp"
 #include "engine/measure/cold_caches.hpp"
 #include "kernels/isa.hpp"
@@ -63,6 +64,8 @@ struct ComputeFlags {
 
 // Adds --kv-dtype T|K:V (both), --k-dtype and --v-dtype (one each) bound to `types`.
 void add_kv_dtype_flag(CLI::App& app, KvTypes& types);
+// --kv-layout contiguous|paged:N.
+void add_kv_layout_flag(CLI::App& app, KvLayout& layout);
 
 // --cache-state cold|warm (default cold) and --cold-method auto|copies|flush.
 struct CacheStateFlags {

@@ -23,6 +23,7 @@ struct DecodeFlags {
   ComputeFlags compute;
   CacheStateFlags cache;
   KvTypes dtype = KvDtype::f32;
+  KvLayout layout;
   int steps = 20;
   int repetitions = 3;
   double duration = 0.0;
@@ -46,7 +47,8 @@ DecodeTimingRequest decode_request(DecodeFlags& f, const CLI::App& cmd) {
                                     .duration_s = f.duration,
                                     .layers = f.shape.layers,
                                     .cache_state = f.cache.state,
-                                    .cold_method = f.cache.method};
+                                    .cold_method = f.cache.method,
+                                    .kv_layout = f.layout};
   (void)LayerConfig({.hidden_size = 1,
                      .n_heads = request.n_heads,
                      .n_kv_heads = request.n_kv_heads,
@@ -95,6 +97,7 @@ nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t,
           {"kv_dtype", to_string(r.kv_dtype)},
           {"k_dtype", to_string(r.kv_dtype.k)},
           {"v_dtype", to_string(r.kv_dtype.v)},
+          {"kv_layout", to_string(r.kv_layout)},
           {"isa", to_string(r.isa)},
           {"compute", to_string(r.compute)},
           {"compute_unit", to_string(t.unit)},
@@ -125,13 +128,14 @@ nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t,
 
 void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t, const DecodeSpread& d) {
   std::printf(
-      "decode attention: %lld heads, %lld kv heads (%s), d_head %lld, %s tokens, %s cache, "
+      "decode attention: %lld heads, %lld kv heads (%s), d_head %lld, %s tokens, %s cache (%s), "
       "isa %s, %s compute on %s, %d thread%s\n",
       static_cast<long long>(r.n_heads), static_cast<long long>(r.n_kv_heads),
       attention_variant(r.n_heads, r.n_kv_heads).c_str(), static_cast<long long>(r.head_dim),
       with_commas(r.tokens).c_str(), std::string(to_string(r.kv_dtype)).c_str(),
-      std::string(to_string(r.isa)).c_str(), std::string(to_string(r.compute)).c_str(),
-      std::string(to_string(t.unit)).c_str(), r.threads, r.threads == 1 ? "" : "s");
+      to_string(r.kv_layout).c_str(), std::string(to_string(r.isa)).c_str(),
+      std::string(to_string(r.compute)).c_str(), std::string(to_string(t.unit)).c_str(), r.threads,
+      r.threads == 1 ? "" : "s");
   std::printf("  caches               %s; last-level cache %s (%s)\n", t.plan.describe().c_str(),
               format_bytes(t.plan.llc_bytes).c_str(), t.llc_source.c_str());
   if (r.layers > 1) {
@@ -159,6 +163,7 @@ void add_decode_command(CLI::App& app, OnParsed then) {
   flags->compute.add_to(*cmd);
   flags->cache.add_to(*cmd);
   add_kv_dtype_flag(*cmd, flags->dtype);
+  add_kv_layout_flag(*cmd, flags->layout);
   cmd->add_option("--steps", flags->steps, "timed steps after warm-up")
       ->capture_default_str()
       ->transform(integer_in(1, kMaxSteps));

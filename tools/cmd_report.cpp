@@ -29,6 +29,7 @@ struct ReportFlags {
   std::string tokens = "2000";
   std::string kv_heads;
   std::string kv_dtypes = "f32,bf16,int8";
+  std::string kv_layouts = "contiguous";
   std::string data = "realistic";
   int steps = 10;
   int repetitions = 3;
@@ -113,6 +114,9 @@ ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
   for (const std::string& name : split_list(f.kv_dtypes))
     request.kv_dtypes.push_back(parse_kv_types(name));
   if (f.shape.is_mla() && cmd.count("--kv-dtypes") == 0) request.kv_dtypes = {KvDtype::f32};
+  request.kv_layouts.clear();
+  for (const std::string& name : split_list(f.kv_layouts))
+    request.kv_layouts.push_back(parse_kv_layout(name));
   request.hidden_size = f.shape.heads * f.shape.d_head;
   request.ffn_size = llama_ffn_size(request.hidden_size);
   const bool from_model = f.shape.hidden_size > 0;  // --model or --config
@@ -216,6 +220,7 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
       static_cast<long long>(request.hidden_size), static_cast<long long>(request.ffn_size),
       std::string(to_string(request.weights_dtype)).c_str());
   std::fputs(explain_report(rows).c_str(), stdout);
+  std::fputs(explain_paging(rows).c_str(), stdout);
   std::fputs(explain_layer_step(rows).c_str(), stdout);
   if (request.batches.size() > 1 || request.batches.front() > 1) {
     std::printf(
@@ -224,7 +229,8 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
     std::vector<ReportRow> by_batch;  // each row followed by its batches
     for (const ReportRow& r : rows) {
       for (const ReportRow& b : all_rows) {
-        if (b.tokens == r.tokens && b.n_kv_heads == r.n_kv_heads && b.kv_dtype == r.kv_dtype)
+        if (b.tokens == r.tokens && b.n_kv_heads == r.n_kv_heads && b.kv_dtype == r.kv_dtype &&
+            b.kv_layout == r.kv_layout)
           by_batch.push_back(b);
       }
     }
@@ -255,6 +261,11 @@ void add_report_command(CLI::App& app, OnParsed then) {
                   "kv head counts, comma list (default: MHA, GQA-8, MQA)");
   cmd->add_option("--kv-dtypes", flags->kv_dtypes,
                   "cache types, comma list; K:V for different key and value types (int8:f16)")
+      ->capture_default_str();
+  cmd->add_option("--kv-layout", flags->kv_layouts,
+                  "cache layouts, comma list: contiguous, or paged:N (pages of N tokens from a "
+                  "shared pool, read through a page table); e.g. contiguous,paged:16 measures "
+                  "paging side by side")
       ->capture_default_str();
   cmd->add_option("--batch", flags->batches,
                   "batch sizes of the full layer's decode step, comma list, e.g. 1,8,32: B "

@@ -1,7 +1,7 @@
 // kvscope run --model DIR --layer I --input X.npy --output Y.npy [--prefill P]
 //             [--kv-dtype T|K:V] [--k-dtype T] [--v-dtype T] [--threads T] [--isa
 //             scalar|sse2|avx2|avx512]
-//             [--compute exact|fast]
+//             [--compute exact|fast] [--kv-layout contiguous|paged:N]
 // Loads layer I of the model in DIR (config.json + safetensors), feeds X [n × hidden] at
 // positions 0 … n−1 (rows 0 … P−1 in one prefill, the rest one decode step each, cache
 // capacity n) and writes the layer's output [n × hidden] to Y as float32. X [B × n × hidden]
@@ -43,6 +43,7 @@ struct RunOptions {
   std::string input, output;
   std::int64_t prefill = -1;  // -1: all rows
   KvTypes kv_dtype = KvDtype::f32;
+  KvLayout kv_layout;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string isa;
   std::string compute = "fast";
@@ -122,7 +123,11 @@ void run(const RunOptions& o, const RunChoices& choices) {
   const WeightDtype weights_dtype = weights.wo.dtype();  // every layer has o_proj
   const bool mapped = weights.wo.is_borrowed();
   DecoderLayer layer(config, std::move(weights),
-                     {.kv_dtype = kv_dtype, .isa = isa, .threads = o.threads, .compute = compute});
+                     {.kv_dtype = kv_dtype,
+                      .isa = isa,
+                      .threads = o.threads,
+                      .compute = compute,
+                      .kv_layout = o.kv_layout});
 
   require_memory(checked_mul(config.kv_cache_bytes(kv_dtype), batch, "the batch's KV caches"),
                  "the KV caches of the batch");
@@ -169,8 +174,10 @@ void run(const RunOptions& o, const RunChoices& choices) {
             << "memory: peak RSS " << format_bytes(peak_rss_bytes()) << "; layer weights "
             << format_bytes(weight_bytes) << " (" << to_string(weights_dtype)
             << (mapped ? ", read in place from the mapped file" : ", copied") << "); KV cache "
-            << format_bytes(config.kv_cache_bytes(kv_dtype)) << (batched ? " per sequence" : "")
-            << "\n";
+            << (o.kv_layout.paged() ? format_bytes(layer.cache().bytes()) + " in " +
+                                          to_string(o.kv_layout) + " pages held"
+                                    : format_bytes(config.kv_cache_bytes(kv_dtype)))
+            << (batched ? " per sequence" : "") << "\n";
 }
 
 }  // namespace
@@ -196,6 +203,7 @@ void add_run_command(CLI::App& app, OnParsed then) {
                   "all sequences in one step (default: all)")
       ->transform(integer_in(0));
   add_kv_dtype_flag(*cmd, options->kv_dtype);
+  add_kv_layout_flag(*cmd, options->kv_layout);
   cmd->add_option("--threads", options->threads, "Threads (at most 4 × the hardware threads)")
       ->capture_default_str()
       ->transform(thread_count());

@@ -23,6 +23,7 @@ const std::vector<std::string> kColumns = {"variant",
                                            "kv_dtype",
                                            "k_dtype",
                                            "v_dtype",
+                                           "kv_layout",
                                            "isa",
                                            "compute",
                                            "compute_unit",
@@ -81,6 +82,7 @@ nlohmann::json row_json(const ReportRow& r) {
           {"kv_dtype", to_string(r.kv_dtype)},
           {"k_dtype", to_string(r.kv_dtype.k)},
           {"v_dtype", to_string(r.kv_dtype.v)},
+          {"kv_layout", to_string(r.kv_layout)},
           {"isa", to_string(r.isa)},
           {"compute", to_string(r.compute)},
           {"compute_unit", to_string(r.compute_unit)},
@@ -150,11 +152,18 @@ std::string csv_field(const std::string& text) {
 const ReportRow& explained_row(const std::vector<ReportRow>& rows);
 
 const ReportRow* find_row(const std::vector<ReportRow>& rows, std::int64_t tokens,
-                          std::int64_t kv_heads, KvTypes dtype) {
+                          std::int64_t kv_heads, KvTypes dtype, KvLayout layout = {}) {
   for (const ReportRow& r : rows) {
-    if (r.tokens == tokens && r.n_kv_heads == kv_heads && r.kv_dtype == dtype) return &r;
+    if (r.tokens == tokens && r.n_kv_heads == kv_heads && r.kv_dtype == dtype &&
+        r.kv_layout == layout && r.batch == 1)
+      return &r;
   }
   return nullptr;
+}
+
+// The cache column: its type, and its layout when paged ("int8 paged:16").
+std::string cache_label(const ReportRow& r) {
+  return to_string(r.kv_dtype) + (r.kv_layout.paged() ? " " + to_string(r.kv_layout) : "");
 }
 
 const ReportRow& explained_row(const std::vector<ReportRow>& rows) {
@@ -194,10 +203,13 @@ std::string report_csv(const std::vector<ReportRow>& rows) {
 std::string report_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[400];
+  int cache_width = 8;
+  for (const ReportRow& r : rows)
+    cache_width = std::max(cache_width, static_cast<int>(cache_label(r).size()));
   std::snprintf(line, sizeof line,
-                "%-7s %4s %-8s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %11s %9s "
+                "%-7s %4s %-*s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %11s %9s "
                 "%9s\n",
-                "variant", "kv", "cache", "unit", "tokens", "cache/layer", "read/step",
+                "variant", "kv", cache_width, "cache", "unit", "tokens", "cache/layer", "read/step",
                 "step median ± stdev", "tokens/s", "GB/s", "read GB/s", "of bw", "light", "of SoL",
                 "layer t/s", "prefill t/s", "rel err", "KL");
   out += line;
@@ -212,12 +224,13 @@ std::string report_table(const std::vector<ReportRow>& rows) {
     }
     std::snprintf(
         line, sizeof line,
-        "%-7s %4lld %-8s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
+        "%-7s %4lld %-*s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
         "%10s %11s %9.2e %9.2e\n",
-        r.variant.c_str(), static_cast<long long>(r.n_kv_heads), to_string(r.kv_dtype).c_str(),
-        std::string(to_string(r.compute_unit)).c_str(), static_cast<long long>(r.tokens),
-        mb(r.cache_bytes).c_str(), mb(r.bytes_read_per_step).c_str(), range.c_str(),
-        r.attn_tokens_per_s, r.attn_gbps, r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
+        r.variant.c_str(), static_cast<long long>(r.n_kv_heads), cache_width,
+        cache_label(r).c_str(), std::string(to_string(r.compute_unit)).c_str(),
+        static_cast<long long>(r.tokens), mb(r.cache_bytes).c_str(),
+        mb(r.bytes_read_per_step).c_str(), range.c_str(), r.attn_tokens_per_s, r.attn_gbps,
+        r.read_bandwidth_gbps, 100 * r.fraction_of_bandwidth,
         format_seconds(r.speed_of_light_seconds).c_str(), 100 * r.fraction_of_speed_of_light, layer,
         prefill, r.attn_rel_error, r.attn_weight_kl);
     out += line;
@@ -386,6 +399,27 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows) {
   return text;
 }
 
+std::string explain_paging(const std::vector<ReportRow>& rows) {
+  std::string text;
+  for (const ReportRow& r : rows) {
+    if (!r.kv_layout.paged() || r.batch != 1) continue;
+    const ReportRow* flat = find_row(rows, r.tokens, r.n_kv_heads, r.kv_dtype);
+    if (flat == nullptr || flat->attn_seconds_median <= 0) continue;
+    const double ratio = r.attn_seconds_median / flat->attn_seconds_median;
+    char buf[500];
+    std::snprintf(buf, sizeof buf,
+                  "Paged (%s tokens a page, pages scattered in a shared pool) %s %s at %s tokens: "
+                  "the decode step takes %s against %s contiguous, %.2f× (%s%.0f%%).\n",
+                  with_commas(r.kv_layout.page_tokens).c_str(), r.variant.c_str(),
+                  to_string(r.kv_dtype).c_str(), with_commas(r.tokens).c_str(),
+                  format_seconds(r.attn_seconds_median).c_str(),
+                  format_seconds(flat->attn_seconds_median).c_str(), ratio, ratio >= 1 ? "+" : "",
+                  100 * (ratio - 1));
+    text += buf;
+  }
+  return text;
+}
+
 std::string report_batch_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[300];
@@ -441,7 +475,8 @@ std::string report_svg(const std::vector<ReportRow>& rows) {
   std::vector<std::string> order;
   std::map<std::int64_t, int> variant_color;
   for (const ReportRow& r : rows) {
-    const std::string name = r.variant + " " + std::string(to_string(r.kv_dtype));
+    if (r.batch != 1) continue;  // batch rows repeat their batch-1 row's attention
+    const std::string name = r.variant + " " + cache_label(r);
     if (!series.count(name)) {
       order.push_back(name);
       PlotSeries& s = series[name];

@@ -28,6 +28,10 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows);
 // what cold or warm means for the figures (the row explain_report explains).
 std::string explain_cache_fit(const std::vector<ReportRow>& rows);
 
+// One sentence per paged row: its decode step against the contiguous row of the same shape
+// and cache type, as a ratio.
+std::string explain_paging(const std::vector<ReportRow>& rows);
+
 // The full layer's decode step per batch size: step time, tokens/s over the batch, bytes read
 // (weights once, every sequence's cache), the weights' and attention's shares, and the
 // context where the cache's bytes overtake the weights'. Rows without the layer are left out.

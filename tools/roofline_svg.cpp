@@ -82,10 +82,10 @@ std::string roofline_svg(const std::vector<ReportRow>& rows) {
       continue;
     }
     const double flops = static_cast<double>(r.flops_per_step);
-    points.push_back(
-        {flops / static_cast<double>(r.bytes_read_per_step), flops / r.attn_seconds_median / 1e9,
-         r.variant + " " + to_string(r.kv_dtype) + " " + std::to_string(r.tokens),
-         dtype_color(r.kv_dtype)});
+    points.push_back({flops / static_cast<double>(r.bytes_read_per_step),
+                      flops / r.attn_seconds_median / 1e9,
+                      r.variant + " " + to_string(r.kv_dtype) + " " + std::to_string(r.tokens),
+                      dtype_color(r.kv_dtype)});
     if (r.read_bandwidth_gbps > 0) bandwidths.push_back(r.read_bandwidth_gbps);
     if (r.fma_peak_gflops > 0)
       roofs[std::string(to_string(ComputeUnit::fp32_fma))] = r.fma_peak_gflops;

@@ -70,7 +70,11 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
                        r.cache_state, r.cold_method, llc, physical_memory_bytes());
   require_plan_memory(t.plan, "this decode measurement");
 
-  KvCache first(config, r.kv_dtype);
+  KvCache first = r.kv_layout.paged() ? KvCache(config, r.kv_dtype,
+                                                std::make_shared<KvPagePool>(KvPageGeometry(
+                                                    config.n_kv_heads(), config.head_dim(),
+                                                    r.kv_layout.page_tokens, r.kv_dtype)))
+                                      : KvCache(config, r.kv_dtype);
   append_random_context(
       config.capacity(), config.kv_width(), r.seed,
       [&](const float* k, const float* v, std::size_t n) { first.append(k, v, n); });

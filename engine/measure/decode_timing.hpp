@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kv_layout.hpp"
 #include "engine/measure/cold_caches.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
@@ -17,7 +18,7 @@ struct DecodeTimingRequest {
   std::int64_t n_heads = 32;
   std::int64_t n_kv_heads = 32;
   std::int64_t head_dim = 128;
-  std::int64_t tokens = 2000;  // cache length; the query sits at the last position
+  std::int64_t tokens = 2000;       // cache length; the query sits at the last position
   KvTypes kv_dtype = KvDtype::f32;  // keys and values
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
@@ -30,6 +31,7 @@ struct DecodeTimingRequest {
   CacheState cache_state = CacheState::cold;
   ColdMethod cold_method = ColdMethod::automatic;
   std::uint64_t llc_bytes = 0;  // 0: detect_llc()
+  KvLayout kv_layout;           // paged: the caches (and their cold copies) share one pool
 };
 
 struct DecodeTiming {

@@ -16,7 +16,7 @@ namespace kvscope {
 
 LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& weights,
                               std::int64_t context, KvTypes kv_dtype, Isa isa, int threads,
-                              int steps, ComputeMode compute, std::int64_t batch) {
+                              int steps, ComputeMode compute, std::int64_t batch, KvLayout layout) {
   if (steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(steps));
   if (batch < 1)
@@ -40,7 +40,11 @@ LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& wei
                              "batch memory"),
                  "this batched layer measurement");
   DecoderLayer layer(config, weights,
-                     {.kv_dtype = kv_dtype, .isa = isa, .threads = threads, .compute = compute});
+                     {.kv_dtype = kv_dtype,
+                      .isa = isa,
+                      .threads = threads,
+                      .compute = compute,
+                      .kv_layout = layout});
   std::vector<LayerSequence> sequences;
   std::vector<LayerSequence*> step_batch;
   for (std::int64_t b = 1; b < batch; ++b) sequences.push_back(layer.new_sequence());
@@ -98,14 +102,18 @@ std::uint64_t layer_prefill_bytes(const LayerConfig& c, std::int64_t tokens, KvT
 
 LayerPrefillTiming time_layer_prefill(const LayerConfig& config, const LayerWeights& weights,
                                       std::int64_t tokens, KvTypes kv_dtype, Isa isa, int threads,
-                                      ComputeMode compute) {
+                                      ComputeMode compute, KvLayout layout) {
   if (tokens < 1 || static_cast<std::uint64_t>(tokens) > config.capacity()) {
     throw std::invalid_argument("prefill of " + std::to_string(tokens) +
                                 " tokens does not fit the capacity " +
                                 std::to_string(config.capacity()));
   }
   DecoderLayer layer(config, weights,
-                     {.kv_dtype = kv_dtype, .isa = isa, .threads = threads, .compute = compute});
+                     {.kv_dtype = kv_dtype,
+                      .isa = isa,
+                      .threads = threads,
+                      .compute = compute,
+                      .kv_layout = layout});
   const auto n = static_cast<std::size_t>(tokens);
   std::vector<float> x(n * config.hidden_size());
   fill_uniform(x, 7, -1.0f, 1.0f);

@@ -2,6 +2,7 @@
 // Times full decoder-layer decode steps (projections + attention + MLP) at a given context.
 #include <cstdint>
 
+#include "engine/kv_layout.hpp"
 #include "engine/layer_config.hpp"
 #include "engine/layer_weights.hpp"
 #include "kernels/isa.hpp"
@@ -29,7 +30,7 @@ struct LayerTiming {
 LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& weights,
                               std::int64_t context, KvTypes kv_dtype, Isa isa, int threads,
                               int steps, ComputeMode compute = ComputeMode::exact,
-                              std::int64_t batch = 1);
+                              std::int64_t batch = 1, KvLayout layout = {});
 
 // Bytes a prefill of `tokens` holds at once: weights, the cache and the activations
 // (x, normed x, q, k, v, attention output, residual, gate, up, output: [tokens × width] f32).
@@ -48,6 +49,6 @@ struct LayerPrefillTiming {
 // create against seconds of matmul).
 LayerPrefillTiming time_layer_prefill(const LayerConfig& config, const LayerWeights& weights,
                                       std::int64_t tokens, KvTypes kv_dtype, Isa isa, int threads,
-                                      ComputeMode compute);
+                                      ComputeMode compute, KvLayout layout = {});
 
 }  // namespace kvscope

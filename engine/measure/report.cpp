@@ -66,8 +66,9 @@ constexpr int kReadLoopRepeats = 7;  // read-loop sweeps per row, shared among t
 
 // A row's shape, sizes and FLOPs, before anything is measured.
 ReportRow row_shape(const ReportRequest& r, std::int64_t tokens, std::int64_t kv_heads,
-                    KvTypes dtype) {
+                    KvTypes dtype, KvLayout layout = {}) {
   ReportRow row;
+  row.kv_layout = layout;
   if (is_mla(r)) {
     const std::int64_t latent = r.mla.kv_lora_rank, rope = r.mla.qk_rope_head_dim;
     row.variant = "MLA";
@@ -157,10 +158,16 @@ double speed_of_light_seconds(std::uint64_t bytes, std::uint64_t flops, double g
 }
 
 std::uint64_t report_peak_bytes(const ReportRequest& r) {
-  if (r.tokens.empty() || r.kv_heads.empty() || r.kv_dtypes.empty()) {
+  if (r.tokens.empty() || r.kv_heads.empty() || r.kv_dtypes.empty() || r.kv_layouts.empty()) {
     throw std::invalid_argument(
-        "the report needs at least one context length, kv head count "
-        "and cache type");
+        "the report needs at least one context length, kv head count, "
+        "cache type and cache layout");
+  }
+  for (KvLayout layout : r.kv_layouts) {
+    if (layout.paged() && is_mla(r)) {
+      throw std::invalid_argument("MLA's latent cache is contiguous only, not kv layout " +
+                                  to_string(layout));
+    }
   }
   if (r.steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
@@ -244,7 +251,10 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       continue;
     }
     for (std::int64_t kv_heads : r.kv_heads) {
-      for (KvTypes dtype : r.kv_dtypes) rows.push_back(row_shape(r, tokens, kv_heads, dtype));
+      for (KvTypes dtype : r.kv_dtypes) {
+        for (KvLayout layout : r.kv_layouts)
+          rows.push_back(row_shape(r, tokens, kv_heads, dtype, layout));
+      }
     }
   }
   // Every timed step of every pass, all layers, per row.
@@ -261,7 +271,8 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       ReportRow& row = rows[i];
       if (r.progress) {
-        r.progress(row.variant + " " + std::string(to_string(row.kv_dtype)) + " at " +
+        r.progress(row.variant + " " + std::string(to_string(row.kv_dtype)) +
+                   (row.kv_layout.paged() ? " " + to_string(row.kv_layout) : "") + " at " +
                    std::to_string(row.tokens) + " tokens (" + std::to_string(i + 1) + "/" +
                    std::to_string(rows.size()) + ", pass " + std::to_string(pass + 1) + "/" +
                    std::to_string(r.repetitions) + ")");
@@ -278,7 +289,8 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                                         .layers = r.layers,
                                         .cache_state = r.cache_state,
                                         .cold_method = r.cold_method,
-                                        .llc_bytes = llc};
+                                        .llc_bytes = llc,
+                                        .kv_layout = row.kv_layout};
       const DecodeTiming t =
           is_mla(r) ? time_mla_attention_decode(request, r.mla.kv_lora_rank, r.mla.qk_rope_head_dim)
                     : time_attention_decode(request);
@@ -306,20 +318,26 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   // prefill between them would set itself apart from the others).
   for (std::size_t i = 0; i < rows.size(); ++i) {
     ReportRow& row = rows[i];
-    if (r.progress && !is_mla(r)) {
+    // Layouts vary fastest: a paged row stores the same values as the row before it.
+    const bool same_values = i > 0 && rows[i - 1].tokens == row.tokens &&
+                             rows[i - 1].n_kv_heads == row.n_kv_heads &&
+                             rows[i - 1].kv_dtype == row.kv_dtype;
+    if (r.progress && !is_mla(r) && !same_values) {
       r.progress("accuracy of " + to_string(row.kv_dtype) + " against f32");
     }
     // MLA's cache is f32: nothing to compare (the f32 rows' columns are 0 too).
-    const AttnAccuracy accuracy = is_mla(r) ? AttnAccuracy{}
-                                            : measure_attn_accuracy({.n_heads = r.n_heads,
-                                                                     .n_kv_heads = row.n_kv_heads,
-                                                                     .head_dim = r.head_dim,
-                                                                     .tokens = row.tokens,
-                                                                     .types = row.kv_dtype,
-                                                                     .data = r.data,
-                                                                     .isa = r.isa,
-                                                                     .compute = r.compute,
-                                                                     .threads = r.threads});
+    const AttnAccuracy accuracy =
+        is_mla(r)     ? AttnAccuracy{}
+        : same_values ? AttnAccuracy{rows[i - 1].attn_rel_error, rows[i - 1].attn_weight_kl}
+                      : measure_attn_accuracy({.n_heads = r.n_heads,
+                                               .n_kv_heads = row.n_kv_heads,
+                                               .head_dim = r.head_dim,
+                                               .tokens = row.tokens,
+                                               .types = row.kv_dtype,
+                                               .data = r.data,
+                                               .isa = r.isa,
+                                               .compute = r.compute,
+                                               .threads = r.threads});
     row.attn_rel_error = accuracy.rel_error;
     row.attn_weight_kl = accuracy.weight_kl;
     if (r.measure_layer) {
@@ -333,7 +351,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       }
       const LayerTiming layer =
           time_layer_decode(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
-                            std::max(3, r.steps / 2), r.compute);
+                            std::max(3, r.steps / 2), r.compute, 1, row.kv_layout);
       row.layer_tokens_per_s = layer.tokens_per_s;
       row.layer_seconds_median = layer.median_s;
       row.weights_dtype = r.weights_dtype;
@@ -351,11 +369,12 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         batched.push_back(
             {i, batch,
              time_layer_decode(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
-                               std::max(3, r.steps / 2), r.compute, batch)});
+                               std::max(3, r.steps / 2), r.compute, batch, row.kv_layout)});
       }
       if (r.measure_prefill && !is_mla(r)) {
-        const LayerPrefillTiming prefill = time_layer_prefill(
-            config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads, r.compute);
+        const LayerPrefillTiming prefill =
+            time_layer_prefill(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
+                               r.compute, row.kv_layout);
         row.prefill_seconds = prefill.seconds;
         row.prefill_tokens_per_s = prefill.tokens_per_s;
         row.prefill_attention_share = prefill.attention_share;

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/kv_layout.hpp"
 #include "engine/layer_config.hpp"
 #include "engine/measure/cold_caches.hpp"
 #include "engine/measure/kv_data.hpp"
@@ -23,6 +24,9 @@ struct ReportRequest {
   std::vector<std::int64_t> tokens{2000};        // one row set per context length
   std::vector<std::int64_t> kv_heads{32, 8, 1};  // MHA, GQA-8, MQA
   std::vector<KvTypes> kv_dtypes{KvDtype::f32, KvDtype::bf16, KvDtype::int8};  // K:V pairs
+  // Each layout a row of its own per (tokens, kv heads, cache type), side by side: paged rows
+  // read through a page table from a shared pool (kv_layout.hpp).
+  std::vector<KvLayout> kv_layouts{KvLayout{}};
   std::int64_t layers = 1;
   std::int64_t hidden_size = 4096;  // for the full-layer measurement
   std::int64_t ffn_size = 11008;
@@ -61,6 +65,8 @@ struct ReportRow {
   std::int64_t batch = 1;
   std::int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, tokens = 0, layers = 1;
   KvTypes kv_dtype = KvDtype::f32;  // keys and values
+  KvLayout kv_layout;               // of the decode, layer and prefill caches (accuracy: the
+                                    // type's; a layout changes float32 rounding only)
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
   ComputeUnit compute_unit = ComputeUnit::fp32_fma;  // the unit the decode kernel ran on

@@ -314,6 +314,38 @@ TEST(KvscopeReport, BatchRowsCountWeightsOnceAndNameTheCrossover) {
   }
 }
 
+// --kv-layout: paged rows beside contiguous ones, the same bytes read, a sentence comparing
+// the two; decode names its layout; a bad layout is one line naming it.
+TEST(KvscopeReport, PagedRowsBesideContiguousOnes) {
+  const std::string shape =
+      "report --heads 4 --d-head 16 --tokens 100 --kv-heads 2 --kv-dtypes f32,int8 --steps 2 "
+      "--repetitions 1 --threads 1 --no-prefill --kv-layout contiguous,paged:16";
+  const nlohmann::json j = json_of(shape + " --json");
+  ASSERT_EQ(j.size(), 4u);  // f32 contiguous, f32 paged, int8 contiguous, int8 paged
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(j[i]["kv_layout"], i % 2 == 0 ? "contiguous" : "paged:16") << i;
+    EXPECT_EQ(j[i]["kv_dtype"], i < 2 ? "f32" : "int8") << i;
+    EXPECT_EQ(j[i]["bytes_read_per_step"], j[i - i % 2]["bytes_read_per_step"]) << i;
+    EXPECT_EQ(j[i]["attn_rel_error"], j[i - i % 2]["attn_rel_error"]) << i;
+    EXPECT_GT(j[i]["layer_tokens_per_s"].get<double>(), 0.0) << i;
+  }
+  const CommandResult text = kvscope(shape);
+  EXPECT_EQ(text.status, 0) << text.out;
+  for (const char* part : {"f32 paged:16", "Paged (16 tokens a page", "against"})
+    EXPECT_NE(text.out.find(part), std::string::npos) << part << "\n" << text.out;
+  const nlohmann::json d = json_of(
+      "decode --json --heads 4 --kv-heads 2 --d-head 16 --tokens 100 --steps 2 --threads 1 "
+      "--kv-layout paged:7");
+  EXPECT_EQ(d["kv_layout"], "paged:7");
+  EXPECT_EQ(d["bytes_read_per_step"], 2 * 2 * 16 * 4 * 100);
+  for (const char* bad : {"report --kv-layout paged", "decode --kv-layout paged:x",
+                          "report --kv-layout contiguous,pages:4"}) {
+    const CommandResult r = kvscope(bad);
+    EXPECT_NE(r.status, 0) << bad;
+    EXPECT_NE(r.out.find("unknown KV layout"), std::string::npos) << bad << ": " << r.out;
+  }
+}
+
 TEST(KvscopeConfig, BadConfigIsOneClearLine) {
   const std::string path =
       write_config(R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8})");

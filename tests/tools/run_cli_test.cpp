@@ -108,8 +108,10 @@ TEST_F(RunCli, BatchOfSequencesEachMatchesItsOwnReference) {
     xs.insert(xs.end(), each.back().begin(), each.back().end());
   }
   write_npy(dir_ / "xb.npy", std::vector<std::uint64_t>{batch, n_, 32}, xs);
+  // Paged caches (pages of 2 tokens from the layer's shared pool) give the same outputs.
   for (const std::string split :
-       {"", " --prefill 0", " --prefill 2", " --isa scalar --prefill 1"}) {
+       {"", " --prefill 0", " --prefill 2", " --isa scalar --prefill 1",
+        " --prefill 3 --kv-layout paged:2", " --isa scalar --kv-layout paged:1"}) {
     std::filesystem::remove(dir_ / "y.npy");
     const Result r = kvscope(dir_, base_args("xb.npy") + " --compute exact" + split);
     ASSERT_EQ(r.status, 0) << split << ": " << r.err;
@@ -131,6 +133,7 @@ TEST_F(RunCli, BatchOfSequencesEachMatchesItsOwnReference) {
   write_npy(dir_ / "zero.npy", std::vector<std::uint64_t>{0, n_, 32}, std::vector<float>{});
   expect_failure(base_args("zero.npy"), {"zero.npy", "[B, n, hidden_size]", "[0, 6, 32]"});
   expect_failure(base_args("xb.npy") + " --prefill 7", {"--prefill", "each sequence"});
+  expect_failure(base_args("xb.npy") + " --kv-layout paged:0", {"paged:0", "paged:N"});
 }
 
 TEST_F(RunCli, BadInputsFailCleanlyAndKeepTheOutput) {
