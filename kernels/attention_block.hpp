@@ -47,19 +47,25 @@ inline void prefetch_row(const T* row, std::size_t elems) {
   for (std::size_t i = 0; i < elems * sizeof(T); i += 64) __builtin_prefetch(bytes + i, 0, 2);
 }
 
-// The block after the current one in a key range: its rows (0 at the range's end) and where
-// they start, for prefetching while the current block computes.
+// What to prefetch while the block [b0, b0 + nb) of a key range ending at `end` computes: the
+// next block's rows (`rows` of them at k and v; 0 at the range's end), which the kernels
+// prefetch row by row, a block ahead. Not with pages shorter than a block: the next block of
+// the head is then another page, which the decode kernels reach only after the other heads'
+// rows of this page (decode_with reads a page's heads in turn), and prefetching a block
+// ahead in the same head at once was measured slower (2.2× against 1.5× contiguous for pages
+// of 16 tokens at 32,768).
 struct NextBlock {
   std::size_t rows = 0;
   const std::byte* k = nullptr;
   const std::byte* v = nullptr;
 
-  NextBlock(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t end,
-            std::size_t max_rows)
-      : rows(kv.block_rows(b0, end, max_rows)) {
+  NextBlock(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb, std::size_t end,
+            std::size_t max_rows) {
+    if (kv.paged() && kv.page_tokens < max_rows) return;
+    rows = kv.block_rows(b0 + nb, end, max_rows);
     if (rows > 0) {
-      k = kv.k_row(kvh, b0);
-      v = kv.v_row(kvh, b0);
+      k = kv.k_row(kvh, b0 + nb);
+      v = kv.v_row(kvh, b0 + nb);
     }
   }
 };

@@ -101,7 +101,7 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
     }
     const auto* k = reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0));
     const auto* v = reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0));
-    const NextBlock next(kv, kvh, b0 + nb, t1, kKeyBlock);
+    const NextBlock next(kv, kvh, b0, nb, t1, kKeyBlock);
     const std::size_t n_next = next.rows;
     const auto* k_next = reinterpret_cast<const elem_t<D>*>(next.k);
     const auto* v_next = reinterpret_cast<const elem_t<D>*>(next.v);
@@ -138,14 +138,29 @@ void load_scaled_query(const float* q, std::size_t d, std::size_t dp, float scal
   for (std::size_t j = d; j < dp; ++j) q_out[j] = 0.0f;
 }
 
+// Runners whose run() costs nothing beyond its keys (no query packing or state copies per
+// call) can be called a page at a time: decode_with then reads a paged cache page by page.
+template <class Runner>
+inline constexpr bool kRunsPageByPage = false;
+template <class A, KvDtype D>
+inline constexpr bool kRunsPageByPage<KeyRunner<A, D, ComputeUnit::fp32_fma>> = true;
+
 // Decode: p.n_queries == 1 at position p.first_pos; keys [0, first_pos] of every kv head.
 // out, q: [n_heads × head_dim]. Threads over (kv head, chunk) items, then over heads to merge.
 // make_runner(head_dim, max_queries) makes one thread's KeyRunner (it reads the cache);
 // direct is passed on to it.
+//
+// A paged cache is read by items of (chunk) for all kv heads, page by page, each page's heads
+// in turn: a page holds every head's rows back to back (kv_view.hpp), so the item streams
+// whole pages (256 KiB of K for 32 heads × 16 f32 rows of 128) where a head at a time would
+// read scattered pieces of 8 KiB (measured on Zen 5: a plain read loop over shuffled 8 KiB
+// pieces runs at 16 GB/s against 43 in order; MHA decode at 32,768 tokens over pages of 16
+// went from 1.5-2.2× the contiguous step to 1.2×).
 template <class A, class MakeRunner>
 void decode_with(const AttentionProblem& p, int threads, bool direct,
                  const MakeRunner& make_runner) {
   constexpr std::size_t W = fbatch<A>::size;
+  using Runner = decltype(make_runner(std::size_t{}, std::size_t{}));
   const KvView& kv = p.kv;
   const std::size_t d = kv.head_dim;
   const std::size_t nv = (d + W - 1) / W;
@@ -153,39 +168,51 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t g = p.n_heads / kv.n_kv_heads;
   const std::size_t n_keys = p.first_pos + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const DecodePlan<A> plan(n_keys, kv.n_kv_heads, threads);
+  const bool by_page = kRunsPageByPage<Runner> && kv.paged() && kv.n_kv_heads > 1;
+  const std::size_t heads_per_item = by_page ? kv.n_kv_heads : 1;
+  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads);
   const std::size_t chunks = plan.chunks_per_head;
-  const std::size_t n_items = kv.n_kv_heads * chunks;
+  const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
-  // Per (item, query head): acc [dp], then m and l.
+  // Per (kv head, chunk, query head): acc [dp], then m and l.
   const std::size_t part_stride = dp + 2;
-  Scratch<A> partial(split ? n_items * g * part_stride : 1);
+  Scratch<A> partial(split ? kv.n_kv_heads * chunks * g * part_stride : 1);
 
 #pragma omp parallel num_threads(threads)
   {
-    DecodeScratch<A> ws(g, dp, !direct);
+    DecodeScratch<A> ws(g * heads_per_item, dp, !direct);
     auto runner = make_runner(d, g);
     QueryState* st = ws.states.get();
 #pragma omp for schedule(dynamic)
     for (long item = 0; item < static_cast<long>(n_items); ++item) {
-      const std::size_t kvh = static_cast<std::size_t>(item) / chunks;
-      const std::size_t t0 = static_cast<std::size_t>(item) % chunks * plan.chunk_len;
+      const std::size_t kvh0 = static_cast<std::size_t>(item) / chunks * heads_per_item;
+      const std::size_t chunk = static_cast<std::size_t>(item) % chunks;
+      const std::size_t t0 = chunk * plan.chunk_len;
       const std::size_t t1 = t0 + plan.chunk_len < n_keys ? t0 + plan.chunk_len : n_keys;
-      for (std::size_t h = 0; h < g; ++h) {
+      for (std::size_t h = 0; h < g * heads_per_item; ++h) {
         st[h] = QueryState{ws.q + h * dp, ws.acc + h * dp, -std::numeric_limits<float>::infinity(),
                            0.0f, n_keys - 1};
-        load_scaled_query<A>(p.q + (kvh * g + h) * d, d, dp, scale, st[h].q);
+        load_scaled_query<A>(p.q + (kvh0 * g + h) * d, d, dp, scale, st[h].q);
         for (std::size_t j = 0; j < dp; ++j) st[h].acc[j] = 0.0f;
       }
-      runner.run(kv, kvh, t0, t1, st, g, nv, direct, ws);
-      for (std::size_t h = 0; h < g; ++h) {
+      if (by_page) {
+        for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+          nb = kv.block_rows(b0, t1, kv.page_tokens);  // the rest of b0's page
+          for (std::size_t i = 0; i < heads_per_item; ++i)
+            runner.run(kv, kvh0 + i, b0, b0 + nb, st + i * g, g, nv, direct, ws);
+        }
+      } else {
+        runner.run(kv, kvh0, t0, t1, st, g, nv, direct, ws);
+      }
+      for (std::size_t h = 0; h < g * heads_per_item; ++h) {
+        const std::size_t kvh = kvh0 + h / g;
         if (split) {
-          float* part = partial.get() + (static_cast<std::size_t>(item) * g + h) * part_stride;
+          float* part = partial.get() + ((kvh * chunks + chunk) * g + h % g) * part_stride;
           for (std::size_t j = 0; j < d; ++j) part[j] = st[h].acc[j];
           part[dp] = st[h].m;
           part[dp + 1] = st[h].l;
         } else {
-          float* out = p.out + (kvh * g + h) * d;
+          float* out = p.out + (kvh0 * g + h) * d;
           const float inv_l = 1.0f / st[h].l;
           for (std::size_t j = 0; j < d; ++j) out[j] = st[h].acc[j] * inv_l;
         }

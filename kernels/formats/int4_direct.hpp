@@ -315,7 +315,7 @@ class Int4Keys {
     }
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.block_rows(b0, t1, kKeyBlock);
-      const NextBlock next(kv, kvh, b0 + nb, t1, kKeyBlock);
+      const NextBlock next(kv, kvh, b0, nb, t1, kKeyBlock);
       const std::byte* k = kv.k_row(kvh, b0);
       const std::byte* v = kv.v_row(kvh, b0);
       int4_scale_table(k, nb, groups_, k_scale_, A{});

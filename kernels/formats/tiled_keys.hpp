@@ -74,7 +74,7 @@ class TiledKeys {
     const std::size_t d = kv.head_dim;
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.block_rows(b0, t1, kKeyBlock);
-      const NextBlock next(kv, kvh, b0 + nb, t1, kKeyBlock);
+      const NextBlock next(kv, kvh, b0, nb, t1, kKeyBlock);
       widen_k_(kv.k_row(kvh, b0), d, nb, nv, ws.k_tile, next.k, next.rows);
       widen_v_(kv.v_row(kvh, b0), d, nb, nv, ws.v_tile, next.v, next.rows);
       const KeyBlock<KvDtype::f32> blk{ws.k_tile,
@@ -91,6 +91,9 @@ class TiledKeys {
  private:
   WidenBlock<A> widen_k_, widen_v_;
 };
+
+template <class A>
+inline constexpr bool kRunsPageByPage<TiledKeys<A>> = true;
 
 // Decode and prefill (attend()'s contract) for any K and V types on A, through tiles.
 template <class A>

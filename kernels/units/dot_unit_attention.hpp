@@ -369,7 +369,7 @@ class DotUnitKeys {
         n_max = rows > n_max ? rows : n_max;
       }
       if (n_live == 0) continue;
-      const NextBlock next(kv, kvh, b0 + nb, t1, kDotBlock);
+      const NextBlock next(kv, kvh, b0, nb, t1, kDotBlock);
       const float* k_scale = nullptr;
       const float* v_scale = nullptr;
       if constexpr (D == KvDtype::int8) {
