@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "engine/kv_cache.hpp"
@@ -98,9 +99,17 @@ class DecoderLayer {
     if (mla_) throw std::logic_error("append_context: an MLA layer caches latents, not k and v");
     append_context(own_, k, v, n);
   }
-  static void append_context(LayerSequence& sequence, const float* k, const float* v,
-                             std::size_t n) {
-    sequence.cache.append(k, v, n);
+  // Under a sliding window W the cache is a ring: context past W overwrites the oldest rows,
+  // as decoding those tokens would. Throws std::length_error, storing nothing, past the
+  // capacity.
+  void append_context(LayerSequence& sequence, const float* k, const float* v,
+                      std::size_t n) const {
+    if (n > config_.capacity() - sequence.position) {
+      throw std::length_error("append_context: " + std::to_string(sequence.position) + " + " +
+                              std::to_string(n) + " tokens exceed the capacity " +
+                              std::to_string(config_.capacity()));
+    }
+    sequence.cache.append_ring(k, v, n);
     sequence.position += n;
   }
 

@@ -14,8 +14,8 @@ namespace kvscope::cli {
 void AttentionShapeFlags::add_to(CLI::App& app, bool with_layers, bool with_tokens_and_kv_heads) {
   app.add_option("--heads", heads, "query heads")->capture_default_str()->transform(integer_in(1));
   if (with_tokens_and_kv_heads) {
-    app.add_option("--kv-heads", kv_heads, "kv heads (default: --heads; 1 = MQA)")
-        ->transform(integer_in(1));
+    kv_heads_option = app.add_option("--kv-heads", kv_heads, "kv heads (default: --heads; 1 = MQA)")
+                          ->transform(integer_in(1));
   }
   app.add_option("--d-head", d_head, "head size d_head")
       ->capture_default_str()
@@ -36,9 +36,11 @@ void AttentionShapeFlags::add_to(CLI::App& app, bool with_layers, bool with_toke
   app.add_option("--model", model, "model preset: " + names);
   app.add_option("--config", config, "a Hugging Face config.json to take the shape from")
       ->excludes("--model");
-  app.add_option("--window", window,
-                 "sliding window W: the cache keeps only the last W tokens (default: the "
-                 "model's, else none)");
+  if (with_tokens_and_kv_heads) {
+    window_option = app.add_option("--window", window,
+                                   "sliding window W: the cache keeps only the last W tokens "
+                                   "(default: the model's, else none)");
+  }
 }
 
 void AttentionShapeFlags::resolve(const CLI::App& app) {
@@ -76,12 +78,12 @@ void AttentionShapeFlags::resolve(const CLI::App& app) {
       }
     }
   }
-  if (app.count("--window") == 0) window = from.window;
-  if (app.count("--window") > 0 && window < 1) {
+  const bool explicit_window = window_option != nullptr && window_option->count() > 0;
+  if (!explicit_window) window = from.window;
+  if (explicit_window && window < 1) {
     throw std::invalid_argument("--window must be at least 1, got " + std::to_string(window));
   }
-  const bool explicit_kv_heads =
-      app.get_option_no_throw("--kv-heads") != nullptr && app.count("--kv-heads") > 0;
+  const bool explicit_kv_heads = kv_heads_option != nullptr && kv_heads_option->count() > 0;
   if (from.n_heads > 0) {
     if (app.count("--heads") == 0) heads = from.n_heads;
     if (!explicit_kv_heads) kv_heads = from.n_kv_heads;

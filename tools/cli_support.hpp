@@ -38,7 +38,11 @@ struct AttentionShapeFlags {
     return window > 0 && window < tokens ? window : tokens;
   }
 
-  // --tokens and --kv-heads are left out where a command takes them as lists.
+  CLI::Option* kv_heads_option = nullptr;  // this struct's own, where add_to added them
+  CLI::Option* window_option = nullptr;
+
+  // --tokens, --kv-heads and --window are left out where a command takes them as lists;
+  // `window` is then the model's.
   void add_to(CLI::App& app, bool with_layers, bool with_tokens_and_kv_heads = true);
   // Applies --model / --config and the --kv-heads default; call from the subcommand's callback.
   // An MLA model with --kv-heads, --d-head or --window is refused (they do not shape its cache).

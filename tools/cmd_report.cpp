@@ -28,6 +28,7 @@ struct ReportFlags {
   CacheStateFlags cache;
   std::string tokens = "2000";
   std::string kv_heads;
+  std::string windows;  // sliding windows of the extra rows; empty: the model's, if any
   std::string kv_dtypes = "f32,bf16,int8";
   std::string kv_layouts = "contiguous";
   std::string data = "realistic";
@@ -79,6 +80,18 @@ std::vector<std::int64_t> default_kv_heads(std::int64_t heads) {
   return kv;
 }
 
+// The kv heads of the sliding-window rows: the model's (--model or --config), else the
+// first GQA row's (8 of the default 32 heads, the shape of Mistral and Llama 3), else the
+// first row's, so that each window row has a full-attention row of its shape beside it.
+std::int64_t window_kv_heads(const AttentionShapeFlags& shape,
+                             const std::vector<std::int64_t>& kv_heads) {
+  if (shape.hidden_size > 0) return shape.kv_heads;
+  for (std::int64_t kv : kv_heads) {
+    if (kv > 1 && kv < shape.heads) return kv;
+  }
+  return kv_heads.front();
+}
+
 // Writes `text` to `path` unless the path is empty.
 void write_file(const std::string& path, const std::string& text, const std::string& what) {
   if (path.empty()) return;
@@ -106,10 +119,15 @@ ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
   request.head_dim = f.shape.d_head;
   request.layers = f.shape.layers;
   request.tokens = parse_int_list(f.tokens, "--tokens");
-  // Under a sliding window W a decode step at any context ≥ W reads the same W cached tokens.
-  for (std::int64_t& t : request.tokens) t = f.shape.cached_tokens(t);
   request.kv_heads = cmd.count("--kv-heads") == 0 ? default_kv_heads(f.shape.heads)
                                                   : parse_int_list(f.kv_heads, "--kv-heads");
+  // Window rows go beside the full rows, not in their place: at context C a window W < C
+  // reads W/C of what full attention reads, and the report shows both.
+  if (cmd.count("--window") > 0) {
+    request.windows = parse_int_list(f.windows, "--window");
+  } else if (f.shape.window > 0) {
+    request.windows = {f.shape.window};  // the preset's or config's
+  }
   request.kv_dtypes.clear();
   for (const std::string& name : split_list(f.kv_dtypes))
     request.kv_dtypes.push_back(parse_kv_types(name));
@@ -129,6 +147,7 @@ ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
           request.kv_heads.end()) {
     request.kv_heads.push_back(f.shape.kv_heads);  // the model's own shape is always a row
   }
+  request.window_kv_heads = window_kv_heads(f.shape, request.kv_heads);
   request.measure_layer = !f.no_layer;
   request.measure_prefill = !f.no_prefill;
   request.batches = parse_int_list(f.batches, "--batch");
@@ -156,6 +175,16 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
     std::fprintf(stderr,
                  "kvscope: note: --svg plots against context length; pass several "
                  "--tokens (e.g. 512,2000,8192) for lines rather than points\n");
+  }
+  const std::int64_t longest = *std::max_element(request.tokens.begin(), request.tokens.end());
+  for (std::int64_t w : request.windows) {
+    if (w >= longest) {
+      std::fprintf(stderr,
+                   "kvscope: note: sliding window %lld is not below any context in --tokens, "
+                   "so it adds no row (up to W tokens a window reads what full attention "
+                   "reads); pass a longer context, e.g. --tokens %lld\n",
+                   static_cast<long long>(w), static_cast<long long>(2 * w));
+    }
   }
   const bool show_progress = isatty(STDERR_FILENO) != 0;
   if (show_progress) {
@@ -201,9 +230,13 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
     peak_list += item;
   }
   std::printf("Compute peaks measured (2 ops per multiply-add): %s\n", peak_list.c_str());
-  if (f.shape.window > 0) {
-    std::printf("sliding window %lld: each row's cache holds min(context, window) tokens\n",
-                static_cast<long long>(f.shape.window));
+  for (const ReportRow& r : rows) {
+    if (r.window == 0) continue;
+    std::printf(
+        "sliding-window rows (SWA-W): %lld kv heads whose cache is a ring of the last W tokens "
+        "per kv head, at each context above W\n",
+        static_cast<long long>(r.n_kv_heads));
+    break;
   }
   std::printf("last-level cache %s (%s); cache state %s\n", format_bytes(first.llc_bytes).c_str(),
               first.llc_source.c_str(), describe_cache_state(first).c_str());
@@ -230,7 +263,7 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
     for (const ReportRow& r : rows) {
       for (const ReportRow& b : all_rows) {
         if (b.tokens == r.tokens && b.n_kv_heads == r.n_kv_heads && b.kv_dtype == r.kv_dtype &&
-            b.kv_layout == r.kv_layout)
+            b.kv_layout == r.kv_layout && b.window == r.window)
           by_batch.push_back(b);
       }
     }
@@ -259,6 +292,10 @@ void add_report_command(CLI::App& app, OnParsed then) {
       ->capture_default_str();
   cmd->add_option("--kv-heads", flags->kv_heads,
                   "kv head counts, comma list (default: MHA, GQA-8, MQA)");
+  cmd->add_option("--window", flags->windows,
+                  "sliding windows W, comma list: for each W and each context above it, a row "
+                  "of the model's kv heads (else the GQA row's) whose cache holds the last W "
+                  "tokens, beside the full rows (default: the model's window, else none)");
   cmd->add_option("--kv-dtypes", flags->kv_dtypes,
                   "cache types, comma list; K:V for different key and value types (int8:f16)")
       ->capture_default_str();

@@ -18,6 +18,7 @@ const std::vector<std::string> kColumns = {"variant",
                                            "n_kv_heads",
                                            "head_dim",
                                            "tokens",
+                                           "window",
                                            "layers",
                                            "batch",
                                            "kv_dtype",
@@ -78,6 +79,7 @@ nlohmann::json row_json(const ReportRow& r) {
           {"n_kv_heads", r.n_kv_heads},
           {"head_dim", r.head_dim},
           {"tokens", r.tokens},
+          {"window", r.window},
           {"layers", r.layers},
           {"kv_dtype", to_string(r.kv_dtype)},
           {"k_dtype", to_string(r.kv_dtype.k)},
@@ -155,7 +157,7 @@ const ReportRow* find_row(const std::vector<ReportRow>& rows, std::int64_t token
                           std::int64_t kv_heads, KvTypes dtype, KvLayout layout = {}) {
   for (const ReportRow& r : rows) {
     if (r.tokens == tokens && r.n_kv_heads == kv_heads && r.kv_dtype == dtype &&
-        r.kv_layout == layout && r.batch == 1)
+        r.kv_layout == layout && r.batch == 1 && r.window == 0)
       return &r;
   }
   return nullptr;
@@ -175,6 +177,46 @@ const ReportRow& explained_row(const std::vector<ReportRow>& rows) {
     if (r.tokens == tokens) return r;
   }
   return rows.front();
+}
+
+// The variant column's width: "GQA-8 SWA-4096" is wider than "variant".
+int variant_width(const std::vector<ReportRow>& rows) {
+  std::size_t width = 7;
+  for (const ReportRow& r : rows) width = std::max(width, r.variant.size());
+  return static_cast<int>(width);
+}
+
+// One sentence on a sliding-window row (at the explained context and cache type if there is
+// one there): its reads stop at W, so at context C it reads W/C of the full row's bytes.
+std::string explain_window(const std::vector<ReportRow>& rows, const ReportRow& explained) {
+  const ReportRow* w = nullptr;
+  for (const ReportRow& r : rows) {
+    if (r.window == 0) continue;
+    const bool here = r.tokens == explained.tokens && r.kv_dtype == explained.kv_dtype;
+    if (w == nullptr ||
+        (here && !(w->tokens == explained.tokens && w->kv_dtype == explained.kv_dtype))) {
+      w = &r;
+    }
+  }
+  if (w == nullptr) return "";
+  const ReportRow* full = find_row(rows, w->tokens, w->n_kv_heads, w->kv_dtype);
+  const std::string dtype(to_string(w->kv_dtype));
+  std::string against = "what full attention over them would read";
+  if (full != nullptr) {
+    against = "the " + full->variant + " " + dtype + " row's bytes (" + mb(w->bytes_read_per_step) +
+              " against " + mb(full->bytes_read_per_step) + ")";
+  }
+  char buf[800];
+  std::snprintf(buf, sizeof buf,
+                "The sliding-window row %s %s keeps a ring of the last %s tokens per kv head: "
+                "decode reads stop growing at W = %s, so at %s tokens it reads %s/%s = %.0f%% "
+                "of %s.\n",
+                w->variant.c_str(), dtype.c_str(), with_commas(w->window).c_str(),
+                with_commas(w->window).c_str(), with_commas(w->tokens).c_str(),
+                with_commas(w->window).c_str(), with_commas(w->tokens).c_str(),
+                100.0 * static_cast<double>(w->window) / static_cast<double>(w->tokens),
+                against.c_str());
+  return buf;
 }
 
 }  // namespace
@@ -203,15 +245,16 @@ std::string report_csv(const std::vector<ReportRow>& rows) {
 std::string report_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[400];
+  const int vw = variant_width(rows);
   int cache_width = 8;
   for (const ReportRow& r : rows)
     cache_width = std::max(cache_width, static_cast<int>(cache_label(r).size()));
   std::snprintf(line, sizeof line,
-                "%-7s %4s %-*s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %11s %9s "
+                "%-*s %4s %-*s %-11s %7s %11s %11s %24s %10s %8s %9s %6s %10s %6s %10s %11s %9s "
                 "%9s\n",
-                "variant", "kv", cache_width, "cache", "unit", "tokens", "cache/layer", "read/step",
-                "step median ± stdev", "tokens/s", "GB/s", "read GB/s", "of bw", "light", "of SoL",
-                "layer t/s", "prefill t/s", "rel err", "KL");
+                vw, "variant", "kv", cache_width, "cache", "unit", "tokens", "cache/layer",
+                "read/step", "step median ± stdev", "tokens/s", "GB/s", "read GB/s", "of bw",
+                "light", "of SoL", "layer t/s", "prefill t/s", "rel err", "KL");
   out += line;
   for (const ReportRow& r : rows) {
     const std::string range =
@@ -224,9 +267,9 @@ std::string report_table(const std::vector<ReportRow>& rows) {
     }
     std::snprintf(
         line, sizeof line,
-        "%-7s %4lld %-*s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
+        "%-*s %4lld %-*s %-11s %7lld %11s %11s %24s %10.1f %8.2f %9.2f %5.0f%% %10s %5.0f%% "
         "%10s %11s %9.2e %9.2e\n",
-        r.variant.c_str(), static_cast<long long>(r.n_kv_heads), cache_width,
+        vw, r.variant.c_str(), static_cast<long long>(r.n_kv_heads), cache_width,
         cache_label(r).c_str(), std::string(to_string(r.compute_unit)).c_str(),
         static_cast<long long>(r.tokens), mb(r.cache_bytes).c_str(),
         mb(r.bytes_read_per_step).c_str(), range.c_str(), r.attn_tokens_per_s, r.attn_gbps,
@@ -304,6 +347,7 @@ std::string explain_report(const std::vector<ReportRow>& rows) {
     gains += buf;
   }
   if (!gains.empty()) text += "Against it: " + gains + ".\n";
+  text += explain_window(rows, b);
   if (b.variant == "MLA") {
     // An f32 MHA cache: 4·heads·d FLOPs per token against 2·heads·d·4 bytes.
     const double intensity =
@@ -402,7 +446,7 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows) {
 std::string explain_paging(const std::vector<ReportRow>& rows) {
   std::string text;
   for (const ReportRow& r : rows) {
-    if (!r.kv_layout.paged() || r.batch != 1) continue;
+    if (!r.kv_layout.paged() || r.batch != 1 || r.window != 0) continue;
     const ReportRow* flat = find_row(rows, r.tokens, r.n_kv_heads, r.kv_dtype);
     if (flat == nullptr || flat->attn_seconds_median <= 0) continue;
     const double ratio = r.attn_seconds_median / flat->attn_seconds_median;
@@ -423,21 +467,25 @@ std::string explain_paging(const std::vector<ReportRow>& rows) {
 std::string report_batch_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[300];
-  std::snprintf(line, sizeof line, "%-7s %4s %-8s %7s %6s %12s %12s %12s %8s %8s %16s\n", "variant",
-                "kv", "cache", "tokens", "batch", "layer step", "layer t/s", "read/step", "weights",
-                "attn", "KV > weights at");
+  const int vw = variant_width(rows);
+  std::snprintf(line, sizeof line, "%-*s %4s %-8s %7s %6s %12s %12s %12s %8s %8s %16s\n", vw,
+                "variant", "kv", "cache", "tokens", "batch", "layer step", "layer t/s", "read/step",
+                "weights", "attn", "KV > weights at");
   out += line;
   for (const ReportRow& r : rows) {
     if (r.layer_tokens_per_s <= 0) continue;
-    std::snprintf(
-        line, sizeof line, "%-7s %4lld %-8s %7lld %6lld %12s %12.1f %12s %7.0f%% %7.0f%% %16s\n",
-        r.variant.c_str(), static_cast<long long>(r.n_kv_heads), to_string(r.kv_dtype).c_str(),
-        static_cast<long long>(r.tokens), static_cast<long long>(r.batch),
-        format_seconds(r.layer_seconds_median).c_str(), r.layer_tokens_per_s,
-        mb(r.layer_bytes_per_step).c_str(), 100 * r.layer_weights_share,
-        100 * r.layer_attention_share,
-        (with_commas(static_cast<std::uint64_t>(r.kv_overtakes_weights_tokens)) + " tokens")
-            .c_str());
+    // A window row's ring stops at W: its cache may never reach the weights.
+    const std::string overtakes =
+        r.window > 0 && r.kv_overtakes_weights_tokens == 0
+            ? "never"
+            : with_commas(static_cast<std::uint64_t>(r.kv_overtakes_weights_tokens)) + " tokens";
+    std::snprintf(line, sizeof line,
+                  "%-*s %4lld %-8s %7lld %6lld %12s %12.1f %12s %7.0f%% %7.0f%% %16s\n", vw,
+                  r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
+                  to_string(r.kv_dtype).c_str(), static_cast<long long>(r.tokens),
+                  static_cast<long long>(r.batch), format_seconds(r.layer_seconds_median).c_str(),
+                  r.layer_tokens_per_s, mb(r.layer_bytes_per_step).c_str(),
+                  100 * r.layer_weights_share, 100 * r.layer_attention_share, overtakes.c_str());
     out += line;
   }
   return out;
@@ -446,8 +494,9 @@ std::string report_batch_table(const std::vector<ReportRow>& rows) {
 std::string explain_batches(const std::vector<ReportRow>& rows) {
   std::string text;
   std::vector<std::int64_t> seen;
-  for (const ReportRow& r : rows) {  // one sentence per batch size, on its first row
-    if (r.layer_tokens_per_s <= 0 || std::find(seen.begin(), seen.end(), r.batch) != seen.end())
+  for (const ReportRow& r : rows) {  // one sentence per batch size, on its first full row
+    if (r.layer_tokens_per_s <= 0 || r.window > 0 ||
+        std::find(seen.begin(), seen.end(), r.batch) != seen.end())
       continue;
     seen.push_back(r.batch);
     const std::uint64_t per_token = r.cache_bytes / static_cast<std::uint64_t>(r.tokens);
@@ -473,7 +522,7 @@ std::string report_svg(const std::vector<ReportRow>& rows) {
   // Colour tells the variant, the dash pattern the cache type.
   std::map<std::string, PlotSeries> series;  // keyed by name, kept in first-seen order below
   std::vector<std::string> order;
-  std::map<std::int64_t, int> variant_color;
+  std::map<std::string, int> variant_color;  // a window row has its own colour
   for (const ReportRow& r : rows) {
     if (r.batch != 1) continue;  // batch rows repeat their batch-1 row's attention
     const std::string name = r.variant + " " + cache_label(r);
@@ -482,7 +531,7 @@ std::string report_svg(const std::vector<ReportRow>& rows) {
       PlotSeries& s = series[name];
       s.name = name;
       s.color =
-          variant_color.emplace(r.n_kv_heads, static_cast<int>(variant_color.size())).first->second;
+          variant_color.emplace(r.variant, static_cast<int>(variant_color.size())).first->second;
       s.dash = r.kv_dtype == KvDtype::f32 ? "" : r.kv_dtype == KvDtype::int8 ? "2 3" : "8 4";
     }
     series[name].points.emplace_back(static_cast<double>(r.tokens), r.attn_tokens_per_s);

@@ -13,7 +13,8 @@ std::string report_csv(const std::vector<ReportRow>& rows);
 std::string report_table(const std::vector<ReportRow>& rows);
 
 // What one decode step recomputes, what it only re-reads, and where the time goes, at the
-// largest context length in `rows` (its MHA f32 row if present, else its first row).
+// largest context length in `rows` (its MHA f32 row if present, else its first row), and
+// what a sliding-window row reads against its full row.
 std::string explain_report(const std::vector<ReportRow>& rows);
 
 // "cold (18 caches cycled)", "cold (flushed after each step)", "warm" for a row.

@@ -26,10 +26,11 @@ LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& wei
                                 std::to_string(steps + 1) + " steps exceeds the capacity " +
                                 std::to_string(config.capacity()));
   }
-  const std::uint64_t cache_bytes =  // one sequence's, as a step reads it
+  const std::int64_t window = static_cast<std::int64_t>(config.sliding_window());
+  const std::uint64_t cache_bytes =  // one sequence's, as a step reads it: at most W rows
       kv_footprint({.n_kv_heads = static_cast<std::int64_t>(config.n_kv_heads()),
                     .head_dim = static_cast<std::int64_t>(config.head_dim()),
-                    .tokens = context,
+                    .tokens = window > 0 ? std::min(context, window) : context,
                     .dtype = kv_dtype,
                     .mla_latent = static_cast<std::int64_t>(config.kv_lora_rank()),
                     .mla_rope = static_cast<std::int64_t>(config.qk_rope_head_dim())})
@@ -59,7 +60,7 @@ LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& wei
     for (std::size_t b = 0; b < step_batch.size(); ++b) {
       append_random_context(static_cast<std::size_t>(context), config.kv_width(), 1 + b,
                             [&](const float* k, const float* v, std::size_t n) {
-                              DecoderLayer::append_context(*step_batch[b], k, v, n);
+                              layer.append_context(*step_batch[b], k, v, n);
                             });
     }
   }

@@ -27,6 +27,8 @@ struct LayerTiming {
 // config.capacity() must exceed `context` + steps. With batch B > 1, B sequences, each with
 // its own cache of `context` rows, advance together: a step is one decode_batch of B tokens
 // (tokens_per_s counts all B) and bytes_per_step counts the weights once and B caches.
+// Under the config's sliding window W each cache is a ring of the last min(context, W) rows,
+// and bytes_per_step counts those.
 LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& weights,
                               std::int64_t context, KvTypes kv_dtype, Isa isa, int threads,
                               int steps, ComputeMode compute = ComputeMode::exact,

@@ -24,7 +24,30 @@ namespace {
 
 bool is_mla(const ReportRequest& r) { return r.mla.kv_lora_rank > 0; }
 
-LayerConfig layer_config(const ReportRequest& r, std::int64_t kv_heads, std::int64_t tokens) {
+// One row's shape before its cache type: the context, kv heads and window (0: none).
+struct RowShape {
+  std::int64_t tokens, kv_heads, window;
+};
+
+// The rows' shapes in report order: per context, each kv-head count, then each window
+// below that context (a window at or above it would read what full attention reads).
+std::vector<RowShape> row_shapes(const ReportRequest& r) {
+  std::vector<RowShape> shapes;
+  for (std::int64_t tokens : r.tokens) {
+    if (is_mla(r)) {
+      shapes.push_back({tokens, r.n_heads, 0});
+      continue;
+    }
+    for (std::int64_t kv_heads : r.kv_heads) shapes.push_back({tokens, kv_heads, 0});
+    for (std::int64_t window : r.windows) {
+      if (window < tokens) shapes.push_back({tokens, r.window_kv_heads, window});
+    }
+  }
+  return shapes;
+}
+
+LayerConfig layer_config(const ReportRequest& r, std::int64_t kv_heads, std::int64_t tokens,
+                         std::int64_t window = 0) {
   // Capacity: the context, the warm-up step and the timed steps.
   if (is_mla(r)) {
     LayerShape s{.hidden_size = r.hidden_size,
@@ -41,7 +64,8 @@ LayerConfig layer_config(const ReportRequest& r, std::int64_t kv_heads, std::int
                       .n_kv_heads = kv_heads,
                       .head_dim = r.head_dim,
                       .ffn_size = r.ffn_size,
-                      .capacity = tokens + r.steps + 2});
+                      .capacity = tokens + r.steps + 2,
+                      .sliding_window = window});
 }
 
 std::uint64_t report_llc_bytes(const ReportRequest& r, std::string* source) {
@@ -65,8 +89,9 @@ CachePlan report_plan(const ReportRequest& r, const LayerConfig& config, KvTypes
 constexpr int kReadLoopRepeats = 7;  // read-loop sweeps per row, shared among the repetitions
 
 // A row's shape, sizes and FLOPs, before anything is measured.
-ReportRow row_shape(const ReportRequest& r, std::int64_t tokens, std::int64_t kv_heads,
-                    KvTypes dtype, KvLayout layout = {}) {
+ReportRow row_shape(const ReportRequest& r, const RowShape& shape, KvTypes dtype,
+                    KvLayout layout = {}) {
+  const std::int64_t tokens = shape.tokens, kv_heads = shape.kv_heads;
   ReportRow row;
   row.kv_layout = layout;
   if (is_mla(r)) {
@@ -92,10 +117,12 @@ ReportRow row_shape(const ReportRequest& r, std::int64_t tokens, std::int64_t kv
     return row;
   }
   row.variant = attention_variant(r.n_heads, kv_heads);
+  if (shape.window > 0) row.variant += " SWA-" + std::to_string(shape.window);
   row.n_heads = r.n_heads;
   row.n_kv_heads = kv_heads;
   row.head_dim = r.head_dim;
   row.tokens = tokens;
+  row.window = shape.window;
   row.layers = r.layers;
   row.kv_dtype = dtype;
   row.isa = r.isa;
@@ -104,12 +131,12 @@ ReportRow row_shape(const ReportRequest& r, std::int64_t tokens, std::int64_t kv
   row.cache_state = r.cache_state;
   const KvFootprint fp = kv_footprint({.n_kv_heads = kv_heads,
                                        .head_dim = r.head_dim,
-                                       .tokens = tokens,
+                                       .tokens = row.cached_tokens(),
                                        .layers = r.layers,
                                        .dtype = dtype});
   row.cache_bytes = fp.bytes_per_layer;
   row.cache_bytes_all_layers = fp.total_bytes;
-  row.flops_per_step = decode_attention_flops(r.n_heads, r.head_dim, tokens);
+  row.flops_per_step = decode_attention_flops(r.n_heads, r.head_dim, row.cached_tokens());
   return row;
 }
 
@@ -190,34 +217,42 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
         "MLA's latent cache is f32 only: the report's cache types must "
         "be just f32");
   }
+  for (std::int64_t window : r.windows) {
+    if (window < 1) {
+      throw std::invalid_argument("sliding window must be at least 1, got " +
+                                  std::to_string(window));
+    }
+    if (is_mla(r)) {
+      throw std::invalid_argument("sliding-window rows do not apply to MLA's latent cache");
+    }
+  }
   std::uint64_t peak = 0;
-  for (std::int64_t tokens : r.tokens) {
-    for (std::int64_t kv_heads : is_mla(r) ? std::vector<std::int64_t>{r.n_heads} : r.kv_heads) {
-      // Validates every size and the head ratio, naming the bad value.
-      const LayerConfig config = layer_config(r, kv_heads, tokens);
-      if (!is_mla(r)) {
-        (void)kv_footprint(
-            {.n_kv_heads = kv_heads, .head_dim = r.head_dim, .tokens = tokens, .layers = r.layers});
-      }
-      for (KvTypes dtype : r.kv_dtypes) {
-        const std::uint64_t cache = config.kv_cache_bytes(dtype);
-        std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
-        const CachePlan plan = report_plan(r, config, dtype, llc);
-        need = std::max(need, checked_mul(plan.cache_bytes, plan.caches, "report memory"));
-        if (r.measure_layer) {
-          need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
-          for (std::int64_t batch : r.batches) {  // the weights and a batch's caches
-            need = std::max(need, checked_add(config.weight_bytes(r.weights_dtype),
-                                              checked_mul(cache, static_cast<std::uint64_t>(batch),
-                                                          "report memory"),
-                                              "report memory"));
-          }
+  for (const RowShape& shape : row_shapes(r)) {
+    const std::int64_t tokens = shape.tokens, kv_heads = shape.kv_heads;
+    // Validates every size and the head ratio, naming the bad value.
+    const LayerConfig config = layer_config(r, kv_heads, tokens, shape.window);
+    if (!is_mla(r)) {
+      (void)kv_footprint(
+          {.n_kv_heads = kv_heads, .head_dim = r.head_dim, .tokens = tokens, .layers = r.layers});
+    }
+    for (KvTypes dtype : r.kv_dtypes) {
+      const std::uint64_t cache = config.kv_cache_bytes(dtype);
+      std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
+      const CachePlan plan = report_plan(r, config, dtype, llc);
+      need = std::max(need, checked_mul(plan.cache_bytes, plan.caches, "report memory"));
+      if (r.measure_layer) {
+        need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
+        for (std::int64_t batch : r.batches) {  // the weights and a batch's caches
+          need = std::max(need, checked_add(config.weight_bytes(r.weights_dtype),
+                                            checked_mul(cache, static_cast<std::uint64_t>(batch),
+                                                        "report memory"),
+                                            "report memory"));
         }
-        if (r.measure_layer && r.measure_prefill && !is_mla(r)) {
-          need = std::max(need, layer_prefill_bytes(config, tokens, dtype, r.weights_dtype));
-        }
-        peak = std::max(peak, need);
       }
+      if (r.measure_layer && r.measure_prefill && !is_mla(r)) {
+        need = std::max(need, layer_prefill_bytes(config, tokens, dtype, r.weights_dtype));
+      }
+      peak = std::max(peak, need);
     }
   }
   return peak;
@@ -245,16 +280,9 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
     return unit_peaks[unit];
   };
   std::vector<ReportRow> rows;
-  for (std::int64_t tokens : r.tokens) {
-    if (is_mla(r)) {
-      rows.push_back(row_shape(r, tokens, r.n_heads, KvDtype::f32));
-      continue;
-    }
-    for (std::int64_t kv_heads : r.kv_heads) {
-      for (KvTypes dtype : r.kv_dtypes) {
-        for (KvLayout layout : r.kv_layouts)
-          rows.push_back(row_shape(r, tokens, kv_heads, dtype, layout));
-      }
+  for (const RowShape& shape : row_shapes(r)) {
+    for (KvTypes dtype : r.kv_dtypes) {
+      for (KvLayout layout : r.kv_layouts) rows.push_back(row_shape(r, shape, dtype, layout));
     }
   }
   // Every timed step of every pass, all layers, per row.
@@ -277,10 +305,12 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                    std::to_string(rows.size()) + ", pass " + std::to_string(pass + 1) + "/" +
                    std::to_string(r.repetitions) + ")");
       }
+      // A window row's ring holds W rows in some order; attention does not depend on the
+      // order, so W rows filled in order read and compute the same.
       const DecodeTimingRequest request{.n_heads = r.n_heads,
                                         .n_kv_heads = row.n_kv_heads,
                                         .head_dim = r.head_dim,
-                                        .tokens = row.tokens,
+                                        .tokens = row.cached_tokens(),
                                         .kv_dtype = row.kv_dtype,
                                         .isa = r.isa,
                                         .compute = r.compute,
@@ -319,9 +349,9 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     ReportRow& row = rows[i];
     // Layouts vary fastest: a paged row stores the same values as the row before it.
-    const bool same_values = i > 0 && rows[i - 1].tokens == row.tokens &&
-                             rows[i - 1].n_kv_heads == row.n_kv_heads &&
-                             rows[i - 1].kv_dtype == row.kv_dtype;
+    const bool same_values =
+        i > 0 && rows[i - 1].tokens == row.tokens && rows[i - 1].n_kv_heads == row.n_kv_heads &&
+        rows[i - 1].kv_dtype == row.kv_dtype && rows[i - 1].window == row.window;
     if (r.progress && !is_mla(r) && !same_values) {
       r.progress("accuracy of " + to_string(row.kv_dtype) + " against f32");
     }
@@ -332,7 +362,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                       : measure_attn_accuracy({.n_heads = r.n_heads,
                                                .n_kv_heads = row.n_kv_heads,
                                                .head_dim = r.head_dim,
-                                               .tokens = row.tokens,
+                                               .tokens = row.cached_tokens(),
                                                .types = row.kv_dtype,
                                                .data = r.data,
                                                .isa = r.isa,
@@ -341,7 +371,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
     row.attn_rel_error = accuracy.rel_error;
     row.attn_weight_kl = accuracy.weight_kl;
     if (r.measure_layer) {
-      const LayerConfig config = layer_config(r, row.n_kv_heads, row.tokens);
+      const LayerConfig config = layer_config(r, row.n_kv_heads, row.tokens, row.window);
       // Rows of one shape come in a run (cache types vary fastest): their weights are
       // made once, not per row (400 MB of bf16 for the default shape).
       if (layer_weights_kv_heads != row.n_kv_heads) {
@@ -400,11 +430,15 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   }
   for (ReportRow& row : rows) {
     if (row.layer_weight_bytes == 0) continue;
-    // Cache bytes grow linearly with the tokens (MLA: latent + rope per token).
-    const std::uint64_t per_token = row.cache_bytes / static_cast<std::uint64_t>(row.tokens) *
+    // Cache bytes grow linearly with the tokens (MLA: latent + rope per token), under a
+    // window only up to W.
+    const std::uint64_t per_token = row.cache_bytes /
+                                    static_cast<std::uint64_t>(row.cached_tokens()) *
                                     static_cast<std::uint64_t>(row.batch);
     row.kv_overtakes_weights_tokens =
         static_cast<std::int64_t>((row.layer_weight_bytes + per_token - 1) / per_token);
+    if (row.window > 0 && row.kv_overtakes_weights_tokens > row.window)
+      row.kv_overtakes_weights_tokens = 0;
   }
   const QuietVerdict verdict = judge_quiet(seen);
   for (ReportRow& row : rows) {

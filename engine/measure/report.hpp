@@ -48,6 +48,11 @@ struct ReportRequest {
   ColdMethod cold_method = ColdMethod::automatic;
   std::uint64_t llc_bytes = 0;      // 0: detect_llc()
   KvData data = KvData::realistic;  // the K/V data of the accuracy columns (kv_data.hpp)
+  // Sliding-window rows, beside the full-attention ones: for each W here and each context
+  // above W, a row of window_kv_heads kv heads whose cache is a ring of the last W tokens per
+  // kv head (Mistral's), so its step, bytes and FLOPs count W tokens. Not with MLA.
+  std::vector<std::int64_t> windows;
+  std::int64_t window_kv_heads = 8;
   // kv_lora_rank > 0: multi-head latent attention (DeepSeek-V2): one MLA row per context
   // instead of the kv_heads × kv_dtypes rows (the latent cache is f32: kv_dtypes must be just
   // f32), n_heads query heads, head_dim then their nope + rope. Its decode attention is the
@@ -58,12 +63,15 @@ struct ReportRequest {
 
 struct ReportRow {
   std::string variant;  // MHA, GQA-n, MQA, or MLA (n_kv_heads 1: one latent for all heads,
-                        // head_dim kv_lora_rank + qk_rope_head_dim: the row each score reads)
+                        // head_dim kv_lora_rank + qk_rope_head_dim: the row each score reads);
+                        // " SWA-W" appended under a sliding window W, e.g. "GQA-8 SWA-4096"
   // Sequences decoded together in the layer_* figures. A row with batch B > 1 repeats its
   // batch-1 row's per-sequence figures (attention decode, accuracy, prefill: each sequence
   // reads its own cache the same way) and has its own layer_* step over B tokens.
   std::int64_t batch = 1;
   std::int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, tokens = 0, layers = 1;
+  std::int64_t window = 0;  // sliding window W < tokens: the cache holds the last W; 0: none
+  std::int64_t cached_tokens() const { return window > 0 && window < tokens ? window : tokens; }
   KvTypes kv_dtype = KvDtype::f32;  // keys and values
   KvLayout kv_layout;               // of the decode, layer and prefill caches (accuracy: the
                                     // type's; a layout changes float32 rounding only)
@@ -104,7 +112,7 @@ struct ReportRow {
   double layer_weights_share = 0, layer_attention_share = 0, layer_other_share = 0;
   // The context from which the KV-cache bytes a step reads (batch × this layer's cache bytes
   // per token × context) exceed its weight bytes: ⌈weights ÷ (batch × per-token bytes)⌉.
-  // 0 when the layer was not measured.
+  // 0 when the layer was not measured, or under a window whose W tokens' cache never does.
   std::int64_t kv_overtakes_weights_tokens = 0;
   // The full layer's prefill of `tokens` tokens from an empty cache: the time to first token.
   double prefill_seconds = 0;  // 0 when not measured

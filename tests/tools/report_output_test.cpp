@@ -162,11 +162,37 @@ TEST(ReportOutput, ExplanationNamesRecomputedAndReReadWork) {
   EXPECT_NE(text.find("One decode step at 8,192 tokens"), std::string::npos) << text;
   EXPECT_NE(text.find("1×8,193 score row per query head"), std::string::npos) << text;
   EXPECT_NE(text.find("8,192 K rows"), std::string::npos) << text;
-  EXPECT_NE(text.find("Where the time goes (MHA f32): moving 268.4 MB"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("Where the time goes (MHA f32): moving 268.4 MB"), std::string::npos) << text;
   EXPECT_EQ(text.find("512 K rows"), std::string::npos) << text;
   EXPECT_NE(text.find("memory-bound"), std::string::npos) << text;
   EXPECT_NE(text.find("MQA f32 reads 32.0× fewer bytes"), std::string::npos) << text;
+}
+
+// A window row at 8,192 tokens reads 2,048 tokens' bytes: a quarter of its full row's.
+TEST(ReportOutput, WindowRowIsExplainedAndCarriesItsWindow) {
+  std::vector<ReportRow> rows = fixed_rows();
+  EXPECT_EQ(explain_report(rows).find("sliding-window"), std::string::npos);
+  ReportRow w = rows[8];  // MHA f32 at 8,192 tokens
+  ASSERT_EQ(w.tokens, 8192);
+  w.variant = "MHA SWA-2048";
+  w.window = 2048;
+  w.bytes_read_per_step = w.cache_bytes = 2048u * 32 * 1024;
+  rows.push_back(w);
+  const std::string text = explain_report(rows);
+  EXPECT_NE(text.find("The sliding-window row MHA SWA-2048 f32 keeps a ring of the last 2,048 "
+                      "tokens per kv head: decode reads stop growing at W = 2,048, so at 8,192 "
+                      "tokens it reads 2,048/8,192 = 25% of the MHA f32 row's bytes (67.1 MB "
+                      "against 268.4 MB)."),
+            std::string::npos)
+      << text;
+  // The paragraphs still explain the full MHA f32 row, not the window row.
+  EXPECT_NE(text.find("Where the time goes (MHA f32): moving 268.4 MB"), std::string::npos) << text;
+  const nlohmann::json j = report_json(rows);
+  EXPECT_EQ(j.back()["window"], 2048);
+  EXPECT_EQ(j.front()["window"], 0);
+  const std::string table = report_table(rows);
+  EXPECT_NE(table.find("MHA SWA-2048 "), std::string::npos) << table;
+  EXPECT_EQ(table.find("variant     "), 0u) << table;  // the column is as wide as the name
 }
 
 TEST(ReportOutput, ExplanationSaysWhetherTheModelsCacheFitsTheLastLevelCache) {

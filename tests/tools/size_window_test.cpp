@@ -32,16 +32,83 @@ TEST(SizeWindow, MistralV01StopsGrowingAtItsWindow) {
   EXPECT_NE(bad.out.find("--window"), std::string::npos) << bad.out;
 }
 
-TEST(SizeWindow, ReportRowsReadOnlyTheWindow) {
-  const test::CommandResult r = test::kvscope(
-      "report --json --heads 4 --d-head 16 --kv-heads 1 --kv-dtypes f32 --tokens 40,100 "
-      "--window 64 --steps 2 --threads 1 --no-layer --cache-state warm");
-  ASSERT_EQ(r.status, 0) << r.out;
-  const nlohmann::json rows = nlohmann::json::parse(r.out);
-  ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0]["tokens"], 40);
-  EXPECT_EQ(rows[1]["tokens"], 64);  // 100 tokens of context, 64 cached
-  EXPECT_EQ(rows[1]["cache_bytes"], 2 * 64 * 16 * 4);
+// A small report: 4 heads × 16, f32, warm, no layer.
+test::CommandResult small_report(const std::string& args) {
+  return test::kvscope(
+      "report --json --heads 4 --d-head 16 --kv-dtypes f32 --steps 2 --threads 1 --no-layer "
+      "--cache-state warm " +
+      args);
+}
+
+// The JSON rows after any note on stderr (the output holds both).
+nlohmann::json report_rows(const test::CommandResult& r) {
+  EXPECT_EQ(r.status, 0) << r.out;
+  const std::size_t start = r.out.find('[');
+  if (start == std::string::npos) return nlohmann::json::array();
+  return nlohmann::json::parse(r.out.substr(start), nullptr, false);
+}
+
+TEST(ReportWindow, RowsBesideTheFullRowsReadOnlyTheWindow) {
+  const nlohmann::json rows =
+      report_rows(small_report("--kv-heads 4,2,1 --tokens 40,100 --window 64,32"));
+  // 40: MHA, GQA-2, MQA, GQA-2 SWA-32; 100: the three full rows, SWA-64 and SWA-32.
+  ASSERT_EQ(rows.size(), 9u) << rows.dump(1);
+  const std::uint64_t per_token = 2 * 2 * 16 * 4;  // K and V of the 2 kv heads of GQA-2, f32
+  EXPECT_EQ(rows[3]["variant"], "GQA-2 SWA-32");
+  EXPECT_EQ(rows[3]["tokens"], 40);
+  EXPECT_EQ(rows[3]["window"], 32);
+  EXPECT_EQ(rows[3]["bytes_read_per_step"], per_token * 32);
+  EXPECT_EQ(rows[7]["variant"], "GQA-2 SWA-64");
+  EXPECT_EQ(rows[7]["tokens"], 100);
+  EXPECT_EQ(rows[7]["window"], 64);
+  EXPECT_EQ(rows[7]["cache_bytes"], per_token * 64);
+  EXPECT_EQ(rows[7]["bytes_read_per_step"], per_token * 64);
+  EXPECT_EQ(rows[7]["flops_per_step"], 4 * 4 * 16 * 64);
+  EXPECT_EQ(rows[8]["variant"], "GQA-2 SWA-32");
+  EXPECT_EQ(rows[8]["bytes_read_per_step"], per_token * 32);
+  // The full rows hold their whole context, as without --window.
+  for (int i : {0, 1, 2, 4, 5, 6}) {
+    EXPECT_EQ(rows[i]["window"], 0) << i;
+    EXPECT_EQ(rows[i]["bytes_read_per_step"], 2 * rows[i]["n_kv_heads"].get<std::uint64_t>() * 16 *
+                                                  4 * rows[i]["tokens"].get<std::uint64_t>())
+        << i;
+  }
+  EXPECT_EQ(rows[5]["variant"], "GQA-2");
+  EXPECT_EQ(rows[5]["bytes_read_per_step"], per_token * 100);
+}
+
+TEST(ReportWindow, AWindowAtOrAboveEveryContextAddsNoRow) {
+  const test::CommandResult r = small_report("--kv-heads 1 --tokens 40,64 --window 64");
+  const nlohmann::json rows = report_rows(r);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[1]["window"], 0);
+  EXPECT_NE(r.out.find("sliding window 64 is not below any context"), std::string::npos) << r.out;
+}
+
+TEST(ReportWindow, BadWindowsNameTheFlag) {
+  for (const char* bad : {"0", "=-3", "abc", "64,x", "64,,32"}) {
+    const std::string arg = std::string(bad).front() == '=' ? "--window" + std::string(bad)
+                                                            : "--window " + std::string(bad);
+    const test::CommandResult r = small_report("--kv-heads 1 --tokens 40 " + arg);
+    EXPECT_NE(r.status, 0) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("--window"), std::string::npos) << bad << ": " << r.out;
+  }
+}
+
+// Mistral 7B v0.1's 4,096-token window adds its rows beside the full ones instead of
+// windowing every row: at 4,100 tokens the window row caches 4,096.
+TEST(ReportWindow, MistralPresetAddsItsWindowRow) {
+  const nlohmann::json rows = report_rows(test::kvscope(
+      "report --json --model mistral-7b-v0.1 --layers 1 --kv-heads 8 --kv-dtypes int8 "
+      "--tokens 4100 --steps 1 --repetitions 1 --threads 1 --no-layer --cache-state warm"));
+  ASSERT_EQ(rows.size(), 2u) << rows.dump(1);
+  const std::uint64_t per_token = 8 * 2 * (128 + 4);  // int8 K and V and an f32 scale each
+  EXPECT_EQ(rows[0]["variant"], "GQA-8");
+  EXPECT_EQ(rows[0]["cache_bytes"], per_token * 4100);
+  EXPECT_EQ(rows[1]["variant"], "GQA-8 SWA-4096");
+  EXPECT_EQ(rows[1]["tokens"], 4100);
+  EXPECT_EQ(rows[1]["window"], 4096);
+  EXPECT_EQ(rows[1]["bytes_read_per_step"], per_token * 4096);
 }
 
 TEST(SizeWindow, NewPresetsCarryTheirShapes) {

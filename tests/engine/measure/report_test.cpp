@@ -155,5 +155,62 @@ TEST(Report, RowsCarryConsistentBytesFlopsAndRatios) {
   EXPECT_EQ(rows[4].tokens, 128);
 }
 
+TEST(Report, WindowRowsReadTheLastWTokensBesideUnchangedFullRows) {
+  ReportRequest r{.n_heads = 4,
+                  .head_dim = 16,
+                  .tokens = {16, 48},
+                  .kv_heads = {4, 2},
+                  .kv_dtypes = {KvDtype::f32},
+                  .hidden_size = 64,
+                  .ffn_size = 96,
+                  .batches = {1, 2},
+                  .steps = 2,
+                  .cache_state = CacheState::warm,
+                  .windows = {32, 48},
+                  .window_kv_heads = 2};
+  const std::vector<ReportRow> rows = run_report(r);
+  // 16: MHA, GQA-2; 48: MHA, GQA-2, GQA-2 SWA-32 (48 is not below 48); then batch 2 of each.
+  ASSERT_EQ(rows.size(), 10u);
+  const ReportRow& swa = rows[4];
+  EXPECT_EQ(swa.variant, "GQA-2 SWA-32");
+  EXPECT_EQ(swa.tokens, 48);
+  EXPECT_EQ(swa.window, 32);
+  const std::uint64_t per_token = 2u * 2 * 16 * 4;  // K and V, 2 kv heads × 16, f32
+  EXPECT_EQ(swa.cache_bytes, per_token * 32);
+  EXPECT_EQ(swa.bytes_read_per_step, per_token * 32);
+  EXPECT_EQ(swa.flops_per_step, 4u * 4 * 16 * 32);
+  EXPECT_DOUBLE_EQ(swa.speed_of_light_seconds,
+                   speed_of_light_seconds(per_token * 32, 4u * 4 * 16 * 32, swa.read_bandwidth_gbps,
+                                          swa.compute_peak_gops));
+  // The full layer decodes at position 48 over its ring of 32 rows and prefills all 48.
+  EXPECT_EQ(swa.layer_bytes_per_step, swa.layer_weight_bytes + per_token * 32);
+  EXPECT_NEAR(swa.prefill_tokens_per_s * swa.prefill_seconds, 48.0, 1e-6 * 48);
+  // 256 bytes per token reach the weights only past W: the ring never overtakes them.
+  EXPECT_EQ(swa.kv_overtakes_weights_tokens, 0);
+  EXPECT_EQ(rows[9].variant, "GQA-2 SWA-32");
+  EXPECT_EQ(rows[9].batch, 2);
+  EXPECT_EQ(rows[9].layer_bytes_per_step, swa.layer_weight_bytes + 2 * per_token * 32);
+
+  r.windows.clear();
+  const std::vector<ReportRow> full = run_report(r);
+  ASSERT_EQ(full.size(), 8u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i].variant, full[i].variant);
+    EXPECT_EQ(rows[i].tokens, full[i].tokens);
+    EXPECT_EQ(rows[i].window, 0);
+    EXPECT_EQ(rows[i].bytes_read_per_step, full[i].bytes_read_per_step);
+    EXPECT_EQ(rows[i].kv_overtakes_weights_tokens, full[i].kv_overtakes_weights_tokens);
+  }
+  EXPECT_EQ(rows[3].bytes_read_per_step, per_token * 48);
+}
+
+TEST(ReportArithmetic, BadWindowsAreRefused) {
+  EXPECT_THROW(report_peak_bytes({.tokens = {16}, .windows = {0}}), std::invalid_argument);
+  EXPECT_THROW(report_peak_bytes({.tokens = {16}, .windows = {-4}}), std::invalid_argument);
+  ReportRequest mla{.n_heads = 4, .tokens = {16}, .kv_dtypes = {KvDtype::f32}, .windows = {8}};
+  mla.mla = {.kv_lora_rank = 32, .qk_nope_head_dim = 16, .qk_rope_head_dim = 8, .v_head_dim = 16};
+  EXPECT_THROW(report_peak_bytes(mla), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace kvscope
