@@ -38,7 +38,8 @@ DecodeTimingRequest decode_request(DecodeFlags& f, const CLI::App& cmd) {
   const DecodeTimingRequest request{.n_heads = f.shape.heads,
                                     .n_kv_heads = f.shape.kv_heads,
                                     .head_dim = f.shape.d_head,
-                                    .tokens = f.shape.tokens,
+                                    // A sliding window W: the step reads the W cached rows.
+                                    .tokens = f.shape.cached_tokens(f.shape.tokens),
                                     .kv_dtype = f.dtype,
                                     .isa = f.compute.resolved_isa(),
                                     .compute = f.compute.resolved_compute(),
@@ -182,8 +183,18 @@ void add_decode_command(CLI::App& app, OnParsed then) {
     const DecodeTiming timing = time_attention_decode(request);
     const DecodeSpread spread = decode_spread(timing, flags->repetitions, before);
     if (flags->json) {
-      std::cout << decode_json(request, timing, spread).dump(2) << "\n";
+      nlohmann::json j = decode_json(request, timing, spread);
+      j["context"] = flags->shape.tokens;  // tokens is what the cache holds under a window
+      j["window"] = flags->shape.window;
+      std::cout << j.dump(2) << "\n";
     } else {
+      if (request.tokens < flags->shape.tokens) {
+        std::printf(
+            "sliding window %lld: at a context of %s tokens the cache holds, and a step "
+            "reads, the last %s\n",
+            static_cast<long long>(flags->shape.window), with_commas(flags->shape.tokens).c_str(),
+            with_commas(request.tokens).c_str());
+      }
       print_decode(request, timing, spread);
     }
   });

@@ -32,6 +32,26 @@ TEST(SizeWindow, MistralV01StopsGrowingAtItsWindow) {
   EXPECT_NE(bad.out.find("--window"), std::string::npos) << bad.out;
 }
 
+// decode under a window times the step a model makes at that context: over the W cached rows.
+TEST(DecodeWindow, TimesTheWindowNotTheContext) {
+  const std::string shape =
+      "decode --heads 4 --kv-heads 2 --d-head 16 --steps 2 --threads 1 --cache-state warm "
+      "--window 64 --tokens ";
+  const test::CommandResult r = test::kvscope(shape + "100 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"], 64);
+  EXPECT_EQ(j["context"], 100);
+  EXPECT_EQ(j["window"], 64);
+  EXPECT_EQ(j["bytes_read_per_step"], 2 * 2 * 16 * 4 * 64);
+  const test::CommandResult text = test::kvscope(shape + "100");
+  EXPECT_NE(text.out.find("sliding window 64: at a context of 100 tokens"), std::string::npos)
+      << text.out;
+  const nlohmann::json inside =
+      nlohmann::json::parse(test::kvscope(shape + "50 --json").out);  // within the window
+  EXPECT_EQ(inside["tokens"], 50);
+}
+
 // A small report: 4 heads × 16, f32, warm, no layer.
 test::CommandResult small_report(const std::string& args) {
   return test::kvscope(
