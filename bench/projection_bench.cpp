@@ -19,6 +19,7 @@
 #include "engine/projector.hpp"
 #include "engine/weight_matrix.hpp"
 #include "kernels/isa.hpp"
+#include "kernels/number_formats.hpp"
 #include "kernels/ref/layer_ops_ref.hpp"
 #include "kernels/roofline.hpp"
 #include "kernels/units/cpu_features.hpp"
@@ -202,10 +203,8 @@ void BM_DecodeRef(benchmark::State& state) {
   ->Args({4096, 4096, DTYPE})->Args({4096, 11008, DTYPE})->Args({11008, 4096, DTYPE})
 BENCHMARK(BM_DecodeDnnl) DECODE_SHAPES(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_DecodeGemv)
-DECODE_SHAPES(0) DECODE_SHAPES(1)
-    ->Args({4096, 4096, 2})
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+DECODE_SHAPES(0)
+DECODE_SHAPES(1)->Args({4096, 4096, 2})->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_DecodeGemvBf16Dot) DECODE_SHAPES(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_DecodeRef)->Args({4096, 4096, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -250,6 +249,41 @@ BENCHMARK(BM_PrefillProjector)
     ->Args({2000, 4096, 4096, 2, 0})
     ->Args({256, 4096, 4096, 1, 0})
     ->Args({256, 4096, 4096, 1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// A small batch's projection on bf16 weights (decode of B sequences, --compute fast): our
+// AVX512-BF16 kernel (0), each line of W read once for all rows, against oneDNN's bf16
+// matmul (1) on the same bf16-rounded rows. weight_GB/s: W's bytes ÷ time.
+void BM_SmallBatch(benchmark::State& state) {
+  if (!cpu_features().avx512_bf16) return state.SkipWithError("this CPU lacks avx512_bf16");
+  const auto m = static_cast<std::size_t>(state.range(0)),
+             k = static_cast<std::size_t>(state.range(1)),
+             n = static_cast<std::size_t>(state.range(2));
+  const bool ours = state.range(3) == 0;
+  std::vector<float> x(m * k), y(m * n), values(n * k);
+  fill_uniform(x, 1, -1.0f, 1.0f);
+  fill_uniform(values, 2, -0.02f, 0.02f);
+  const WeightMatrix w(values, n, k, WeightDtype::bf16);
+  std::vector<std::uint16_t> x_bf16(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x_bf16[i] = f32_to_bf16_bits(x[i]);
+  DnnlMatmul dnnl;
+  const auto run = [&] {
+    if (ours) return gemm_bf16_dot(x.data(), m, w.view(), y.data(), kThreads);
+    dnnl.multiply_bf16(x_bf16.data(), static_cast<const std::uint16_t*>(w.view().data), m, k, n,
+                       y.data(), kThreads);
+  };
+  run();  // warm-up: primitive creation
+  state.SetLabel(ours ? "avx512-bf16 (ours)" : "oneDNN bf16 matmul");
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_GB/s"] = benchmark::Counter(2.0 * static_cast<double>(k * n),
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_SmallBatch)
+    ->ArgsProduct({{1, 8, 32, 64}, {4096}, {11008}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -16,11 +16,14 @@ namespace kvscope {
 //   Isa::scalar: matmul_ref, so the scalar layer stays a plain reference end to end.
 //   m = 1 (decode): kDecodeUsesGemv picks our xsimd GEMV (kernels/weights/gemv.hpp) or
 //   oneDNN, whichever bench/projection_bench measured faster (see the numbers there). The
-//   GEMV widens f16/bf16 weights in registers: exact, so decode is the same in both modes.
-//   m > 1 (prefill), oneDNN matmul, one cached primitive per shape:
+//   GEMV widens f16/bf16 weights in registers: exact in `exact` mode; in `fast` mode, bf16
+//   weights on AVX512-BF16 go through gemv_bf16_dot (x rounded to bf16).
+//   m > 1 (prefill, batches), oneDNN matmul, one cached primitive per shape:
 //     f32 weights: f32 matmul.
 //     bf16 weights, ComputeMode::fast: x rounded to bf16, bf16 × bf16 → f32 on the CPU's
-//       bf16 units (AVX512-BF16, AMX-BF16) where oneDNN finds them.
+//       bf16 units (AVX512-BF16, AMX-BF16) where oneDNN finds them; batches of up to
+//       kSmallBatchRows rows on AVX512-BF16 through gemm_bf16_dot instead (weights read once
+//       for the batch, each row's result bit for bit its GEMV's).
 //     otherwise (exact, or f16): a block of W's rows at a time widened into an f32 scratch
 //       of at most kWidenBlockBytes and multiplied in f32, so x stays f32 and no f32 copy
 //       of W is ever whole.
@@ -48,7 +51,7 @@ class Projector {
   ComputeMode compute_;
   std::size_t widen_block_bytes_;
   DnnlMatmul dnnl_;
-  std::vector<float> widened_;        // a block of W's rows in f32
+  std::vector<float> widened_;         // a block of W's rows in f32
   std::vector<std::uint16_t> x_bf16_;  // x rounded to bf16
   double seconds_ = 0;
 };

@@ -29,24 +29,68 @@ inline __m512i load_line(const std::uint16_t* row, std::size_t i, std::size_t en
   return _mm512_maskz_loadu_epi16(keep, row + i);
 }
 
+// x [m × k] in bf16, each row zero-padded to `lines` whole lines, then `pad_rows` rows of
+// zeros (the weights' tail is masked to zeros as well).
+std::vector<std::uint16_t> round_rows_to_bf16(const float* x, std::size_t m, std::size_t k,
+                                              std::size_t lines, std::size_t pad_rows) {
+  std::vector<std::uint16_t> out((m + pad_rows) * lines * kPairsPerLine);
+  for (std::size_t b = 0; b < m; ++b) {
+    for (std::size_t l = 0; l < lines; ++l) {
+      float part[kPairsPerLine] = {};
+      for (std::size_t j = 0; j < kPairsPerLine && l * kPairsPerLine + j < k; ++j)
+        part[j] = x[b * k + l * kPairsPerLine + j];
+      const __m512bh pairs = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(part + 16), _mm512_loadu_ps(part));
+      std::memcpy(out.data() + (b * lines + l) * kPairsPerLine, &pairs, sizeof pairs);
+    }
+  }
+  return out;
+}
+
+// acc[r][b] = Σ over the lines of W's rows first + r (r < rows ≤ kRows) · x rows b < XT (at xb,
+// `stride` elements apart), each lane in line order: the order gemv_bf16_dot sums in for
+// any XT. Rows past `rows` read zeros.
+template <std::size_t XT>
+void dot_block(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::size_t lines,
+               const std::uint16_t* xb, std::size_t stride, __m512 (&acc)[kRows][XT]) {
+  for (auto& row : acc)
+    for (__m512& a : row) a = _mm512_setzero_ps();
+  const std::size_t whole = rows == kRows ? k / kPairsPerLine : 0;
+  for (std::size_t l = 0; l < whole; ++l) {
+    const std::size_t i = l * kPairsPerLine;
+    __m512i wl[kRows];
+    for (std::size_t r = 0; r < kRows; ++r) wl[r] = _mm512_loadu_si512(w0 + r * k + i);
+    for (std::size_t b = 0; b < XT; ++b) {
+      const __m512i xl = _mm512_loadu_si512(xb + b * stride + i);
+      for (std::size_t r = 0; r < kRows; ++r) acc[r][b] = dot_pairs(acc[r][b], wl[r], xl);
+    }
+  }
+  for (std::size_t l = whole; l < lines; ++l) {
+    const std::size_t i = l * kPairsPerLine;
+    __m512i wl[kRows];
+    for (std::size_t r = 0; r < kRows; ++r)
+      wl[r] = r < rows ? load_line(w0 + r * k, i, k) : _mm512_setzero_si512();
+    for (std::size_t b = 0; b < XT; ++b) {
+      const __m512i xl = _mm512_loadu_si512(xb + b * stride + i);
+      for (std::size_t r = 0; r < kRows; ++r) acc[r][b] = dot_pairs(acc[r][b], wl[r], xl);
+    }
+  }
+}
+
+constexpr std::size_t kXTile = 4;  // rows of x sharing each line of W held in registers
+
 }  // namespace
 
-void gemv_bf16_dot(const float* x, const WeightsView& w, float* y, int threads) {
+void gemm_bf16_dot(const float* x, std::size_t m, const WeightsView& w, float* y, int threads) {
   if (w.dtype != WeightDtype::bf16) {
     throw std::invalid_argument("gemv_bf16_dot needs bf16 weights");
   }
+  if (m == 0) return;
   const std::size_t k = w.cols, n = w.rows;
   const std::size_t lines = (k + kPairsPerLine - 1) / kPairsPerLine;
-  // x in bf16, zero-padded to whole lines (the weights' tail is masked to zeros as well).
-  std::vector<std::uint16_t> x_bf16(lines * kPairsPerLine);
-  for (std::size_t l = 0; l < lines; ++l) {
-    float part[kPairsPerLine] = {};
-    for (std::size_t j = 0; j < kPairsPerLine && l * kPairsPerLine + j < k; ++j)
-      part[j] = x[l * kPairsPerLine + j];
-    const __m512bh pairs = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(part + 16), _mm512_loadu_ps(part));
-    std::memcpy(x_bf16.data() + l * kPairsPerLine, &pairs, sizeof pairs);
-  }
-  const std::uint16_t* xb = x_bf16.data();
+  const std::size_t stride = lines * kPairsPerLine;
+  const std::size_t tiles = m == 1 ? 1 : (m + kXTile - 1) / kXTile;
+  const std::vector<std::uint16_t> x_bf16 =
+      round_rows_to_bf16(x, m, k, lines, m == 1 ? 0 : tiles * kXTile - m);
   const auto* wd = static_cast<const std::uint16_t*>(w.data);
   const auto n_blocks = static_cast<long>((n + kRows - 1) / kRows);
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -54,30 +98,25 @@ void gemv_bf16_dot(const float* x, const WeightsView& w, float* y, int threads) 
     const std::size_t first = static_cast<std::size_t>(block) * kRows;
     const std::size_t rows = std::min(kRows, n - first);
     const std::uint16_t* w0 = wd + first * k;
-    __m512 acc[kRows] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                         _mm512_setzero_ps()};
-    if (rows == kRows) {
-      const std::size_t whole = k / kPairsPerLine;
-      for (std::size_t l = 0; l < whole; ++l) {
-        const std::size_t i = l * kPairsPerLine;
-        const __m512i xl = _mm512_loadu_si512(xb + i);
-        for (std::size_t r = 0; r < kRows; ++r)
-          acc[r] = dot_pairs(acc[r], _mm512_loadu_si512(w0 + r * k + i), xl);
-      }
-      for (std::size_t l = whole; l < lines; ++l) {
-        const std::size_t i = l * kPairsPerLine;
-        const __m512i xl = _mm512_loadu_si512(xb + i);
-        for (std::size_t r = 0; r < kRows; ++r)
-          acc[r] = dot_pairs(acc[r], load_line(w0 + r * k, i, k), xl);
-      }
-    } else {
-      for (std::size_t r = 0; r < rows; ++r) {
-        for (std::size_t i = 0; i < lines * kPairsPerLine; i += kPairsPerLine)
-          acc[r] = dot_pairs(acc[r], load_line(w0 + r * k, i, k), _mm512_loadu_si512(xb + i));
+    if (m == 1) {  // decode: one row of x, one accumulator per row of W
+      __m512 acc[kRows][1];
+      dot_block<1>(w0, k, rows, lines, x_bf16.data(), stride, acc);
+      for (std::size_t r = 0; r < rows; ++r) y[first + r] = _mm512_reduce_add_ps(acc[r][0]);
+      continue;
+    }
+    for (std::size_t t = 0; t < tiles; ++t) {  // W's block from L1 after the first tile
+      __m512 acc[kRows][kXTile];
+      dot_block<kXTile>(w0, k, rows, lines, x_bf16.data() + t * kXTile * stride, stride, acc);
+      for (std::size_t b = 0; b < kXTile && t * kXTile + b < m; ++b) {
+        for (std::size_t r = 0; r < rows; ++r)
+          y[(t * kXTile + b) * n + first + r] = _mm512_reduce_add_ps(acc[r][b]);
       }
     }
-    for (std::size_t r = 0; r < rows; ++r) y[first + r] = _mm512_reduce_add_ps(acc[r]);
   }
+}
+
+void gemv_bf16_dot(const float* x, const WeightsView& w, float* y, int threads) {
+  gemm_bf16_dot(x, 1, w, y, threads);
 }
 
 }  // namespace kvscope

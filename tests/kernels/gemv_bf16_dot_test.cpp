@@ -48,6 +48,30 @@ TEST(GemvBf16Dot, MatchesFloat64OverRoundedXForOddShapes) {
   }
 }
 
+// A batch of rows: row b of the product is gemv_bf16_dot of row b, bit for bit, for batches
+// that fill the 4-row tiles, end partway through one, and weight blocks that end early.
+TEST(GemmBf16Dot, EachRowIsTheGemvOfThatRow) {
+  if (!cpu_features().avx512_bf16) GTEST_SKIP() << "this CPU lacks avx512_bf16";
+  for (std::size_t k : {3, 33, 100, 1000}) {
+    for (std::size_t n : {1, 5, 9}) {
+      for (std::size_t m : {2, 3, 4, 5, 9}) {
+        std::vector<float> x(m * k), values(n * k), y(m * n, -1.0f), one(n);
+        fill_uniform(x, k + m, -1.0f, 1.0f);
+        fill_uniform(values, k * 7 + n, -1.0f, 1.0f);
+        const WeightMatrix w(values, n, k, WeightDtype::bf16);
+        gemm_bf16_dot(x.data(), m, w.view(), y.data(), 2);
+        for (std::size_t b = 0; b < m; ++b) {
+          gemv_bf16_dot(x.data() + b * k, w.view(), one.data(), 1);
+          for (std::size_t r = 0; r < n; ++r) {
+            EXPECT_EQ(y[b * n + r], one[r])
+                << "k " << k << " n " << n << " m " << m << " row " << b;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(GemvBf16Dot, RefusesOtherWeightTypes) {
   if (!cpu_features().avx512_bf16) GTEST_SKIP() << "this CPU lacks avx512_bf16";
   const std::vector<float> values(8, 1.0f), x(4, 1.0f);
