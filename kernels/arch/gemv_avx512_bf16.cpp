@@ -51,7 +51,10 @@ std::vector<std::uint16_t> round_rows_to_bf16(const float* x, std::size_t m, std
 // any XT. Rows past `rows` read zeros.
 template <std::size_t XT>
 void dot_block(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::size_t lines,
-               const std::uint16_t* xb, std::size_t stride, __m512 (&acc)[kRows][XT]) {
+               const std::uint16_t* xb, std::size_t stride, __m512 (&out)[kRows][XT]) {
+  // Local accumulators, copied out once: kept in registers across the loop (held in the
+  // caller's array, every vdpbf16ps went through memory).
+  __m512 acc[kRows][XT];
   for (auto& row : acc)
     for (__m512& a : row) a = _mm512_setzero_ps();
   const std::size_t whole = rows == kRows ? k / kPairsPerLine : 0;
@@ -74,6 +77,8 @@ void dot_block(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::si
       for (std::size_t r = 0; r < kRows; ++r) acc[r][b] = dot_pairs(acc[r][b], wl[r], xl);
     }
   }
+  for (std::size_t r = 0; r < kRows; ++r)
+    for (std::size_t b = 0; b < XT; ++b) out[r][b] = acc[r][b];
 }
 
 constexpr std::size_t kXTile = 4;  // rows of x sharing each line of W held in registers
