@@ -63,9 +63,9 @@ KvCache::KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capac
       types_(types),
       k_head_stride_bytes_(0),
       v_head_stride_bytes_(0),
-      pool_(std::move(pool)) {
-  if (!pool_) throw std::invalid_argument("a paged KV cache needs a page pool");
-  const KvPageGeometry& g = pool_->geometry();
+      pages_(std::move(pool)) {
+  if (!paged()) throw std::invalid_argument("a paged KV cache needs a page pool");
+  const KvPageGeometry& g = pages_.pool()->geometry();
   if (capacity == 0) throw std::invalid_argument("KV cache capacity must be at least 1");
   if (g.n_kv_heads != n_kv_heads || g.head_dim != head_dim || g.types != types) {
     throw std::invalid_argument("KV page pool made for " + std::to_string(g.n_kv_heads) +
@@ -82,63 +82,12 @@ KvCache::KvCache(const LayerConfig& config, KvTypes types, std::shared_ptr<KvPag
     : KvCache(config.n_kv_heads(), config.head_dim(), config.cache_rows(), types, std::move(pool)) {
 }
 
-KvCache::KvCache(KvCache&& other) noexcept
-    : n_kv_heads_(other.n_kv_heads_),
-      head_dim_(other.head_dim_),
-      capacity_(other.capacity_),
-      types_(other.types_),
-      k_head_stride_bytes_(other.k_head_stride_bytes_),
-      v_head_stride_bytes_(other.v_head_stride_bytes_),
-      k_(std::move(other.k_)),
-      v_(std::move(other.v_)),
-      k_scale_(std::move(other.k_scale_)),
-      v_scale_(std::move(other.v_scale_)),
-      size_(other.size_),
-      written_(other.written_),
-      pool_(std::move(other.pool_)),
-      pages_(std::move(other.pages_)) {
-  other.pages_.clear();
-  other.size_ = other.written_ = 0;
-}
-
-KvCache& KvCache::operator=(KvCache&& other) noexcept {
-  if (this == &other) return *this;
-  release_pages();
-  n_kv_heads_ = other.n_kv_heads_;
-  head_dim_ = other.head_dim_;
-  capacity_ = other.capacity_;
-  types_ = other.types_;
-  k_head_stride_bytes_ = other.k_head_stride_bytes_;
-  v_head_stride_bytes_ = other.v_head_stride_bytes_;
-  k_ = std::move(other.k_);
-  v_ = std::move(other.v_);
-  k_scale_ = std::move(other.k_scale_);
-  v_scale_ = std::move(other.v_scale_);
-  size_ = other.size_;
-  written_ = other.written_;
-  pool_ = std::move(other.pool_);
-  pages_ = std::move(other.pages_);
-  other.pages_.clear();
-  other.size_ = other.written_ = 0;
-  return *this;
-}
-
-void KvCache::hold_rows(std::size_t rows) {
-  const std::size_t n = page_tokens();
-  while (pages_.size() * n < rows) pages_.push_back(pool_->take());
-}
-
-void KvCache::release_pages() {
-  for (std::byte* page : pages_) pool_->give_back(page);
-  pages_.clear();
-}
-
 KvCache KvCache::clone() const {
-  if (pool_) {
-    KvCache copy(n_kv_heads_, head_dim_, capacity_, types_, pool_);
-    copy.hold_rows(pages_.size() * page_tokens());
+  if (paged()) {
+    KvCache copy(n_kv_heads_, head_dim_, capacity_, types_, pages_.pool());
+    copy.pages_.hold_rows(pages_.size() * page_tokens());
     for (std::size_t i = 0; i < pages_.size(); ++i) {
-      std::memcpy(copy.pages_[i], pages_[i], pool_->geometry().page_bytes);
+      std::memcpy(copy.pages_[i], pages_[i], pages_.pool()->geometry().page_bytes);
     }
     copy.size_ = size_;
     copy.written_ = written_;
@@ -155,14 +104,15 @@ KvCache KvCache::clone() const {
 }
 
 std::size_t KvCache::bytes() const {
-  if (pool_) return pages_.size() * pool_->geometry().page_bytes;
+  if (paged()) return pages_.size() * pages_.pool()->geometry().page_bytes;
   return k_.bytes() + v_.bytes() + k_scale_.bytes() + v_scale_.bytes();
 }
 
 std::vector<std::pair<const std::byte*, std::size_t>> KvCache::memory_regions() const {
   std::vector<std::pair<const std::byte*, std::size_t>> regions;
-  if (pool_) {
-    for (const std::byte* page : pages_) regions.emplace_back(page, pool_->geometry().page_bytes);
+  if (paged()) {
+    for (std::size_t i = 0; i < pages_.size(); ++i)
+      regions.emplace_back(pages_[i], pages_.pool()->geometry().page_bytes);
     return regions;
   }
   for (const AlignedBuffer* b : {&k_, &v_, &k_scale_, &v_scale_}) {
@@ -177,14 +127,14 @@ void KvCache::append(const float* k, const float* v, std::size_t n) {
                             std::to_string(capacity_) + " tokens, cannot append " +
                             std::to_string(n) + " more");
   }
-  if (pool_) hold_rows(size_ + n);
+  if (paged()) pages_.hold_rows(size_ + n);
   for (std::size_t i = 0; i < n; ++i) store(k, v, i, size_ + i);
   size_ += n;
   written_ = size_;
 }
 
 void KvCache::append_ring(const float* k, const float* v, std::size_t n) {
-  if (pool_) hold_rows(written_ + n < capacity_ ? written_ + n : capacity_);
+  if (paged()) pages_.hold_rows(written_ + n < capacity_ ? written_ + n : capacity_);
   for (std::size_t i = 0; i < n; ++i, ++written_) store(k, v, i, written_ % capacity_);
   size_ = written_ < capacity_ ? written_ : capacity_;
 }
@@ -213,10 +163,10 @@ KvView KvCache::view() const {
   view.capacity = capacity_;
   view.k_head_stride_bytes = k_head_stride_bytes_;
   view.v_head_stride_bytes = v_head_stride_bytes_;
-  if (pool_) {
-    const KvPageGeometry& g = pool_->geometry();
+  if (paged()) {
+    const KvPageGeometry& g = pages_.pool()->geometry();
     view.page_tokens = g.page_tokens;
-    view.pages = pages_.data();
+    view.pages = pages_.table();
     view.v_offset = g.v_offset;
     view.k_scale_offset = g.k_scale_offset;
     view.v_scale_offset = g.v_scale_offset;

@@ -29,9 +29,6 @@ class KvCache {
   KvCache(std::size_t n_kv_heads, std::size_t head_dim, std::size_t capacity, KvTypes types,
           std::shared_ptr<KvPagePool> pool);
   KvCache(const LayerConfig& config, KvTypes types, std::shared_ptr<KvPagePool> pool);
-  ~KvCache() { release_pages(); }
-  KvCache(KvCache&& other) noexcept;
-  KvCache& operator=(KvCache&& other) noexcept;
 
   std::size_t size() const { return size_; }  // tokens stored
   std::size_t capacity() const { return capacity_; }
@@ -39,8 +36,8 @@ class KvCache {
   std::size_t head_dim() const { return head_dim_; }
   KvTypes types() const { return types_; }
   std::size_t bytes() const;  // allocated bytes, K + V + scales (paged: the pages held)
-  bool paged() const { return pool_ != nullptr; }
-  std::size_t page_tokens() const { return pool_ ? pool_->geometry().page_tokens : 0; }
+  bool paged() const { return pages_.pool() != nullptr; }
+  std::size_t page_tokens() const { return paged() ? pages_.pool()->geometry().page_tokens : 0; }
   // The memory the cache's bytes lie in (one region per buffer or page), e.g. to flush it.
   std::vector<std::pair<const std::byte*, std::size_t>> memory_regions() const;
 
@@ -63,7 +60,7 @@ class KvCache {
   // Forgets the stored tokens (capacity stays; a paged cache gives its pages back).
   void clear() {
     size_ = written_ = 0;
-    release_pages();
+    pages_.release();
   }
 
   KvView view() const;
@@ -75,14 +72,10 @@ class KvCache {
   AlignedBuffer k_, v_, k_scale_, v_scale_;
   std::size_t size_ = 0;
   std::size_t written_ = 0;  // tokens ever appended: the ring's next row is written_ % capacity_
-  std::shared_ptr<KvPagePool> pool_;  // paged only
-  std::vector<std::byte*> pages_;     // page table: rows [i·page_tokens, (i+1)·page_tokens)
+  KvPages pages_;            // paged only: rows [i·page_tokens, (i+1)·page_tokens) in page i
 
   // Encodes token i of k, v [n × n_kv_heads × head_dim] into row `slot` of every kv head.
   void store(const float* k, const float* v, std::size_t i, std::size_t slot);
-  // Paged: takes pages from the pool until rows [0, rows) have one.
-  void hold_rows(std::size_t rows);
-  void release_pages();
 };
 
 }  // namespace kvscope

@@ -1,7 +1,9 @@
 #pragma once
 // The shared pool of a paged KV cache: fixed-size pages handed to sequences as they grow.
 #include <cstddef>
+#include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "engine/memory.hpp"
@@ -52,6 +54,43 @@ class KvPagePool {
   std::vector<AlignedBuffer> slabs_;
   std::vector<std::byte*> free_;
   std::size_t in_use_ = 0;
+};
+
+// One sequence's page table: the pages it holds, in position order, given back to their pool
+// when released or destroyed (moves hand the pages over).
+class KvPages {
+ public:
+  KvPages() = default;
+  explicit KvPages(std::shared_ptr<KvPagePool> pool) : pool_(std::move(pool)) {}
+  ~KvPages() { release(); }
+  KvPages(KvPages&& other) noexcept
+      : pool_(std::move(other.pool_)), pages_(std::exchange(other.pages_, {})) {}
+  KvPages& operator=(KvPages&& other) noexcept {
+    if (this != &other) {
+      release();
+      pool_ = std::move(other.pool_);
+      pages_ = std::exchange(other.pages_, {});
+    }
+    return *this;
+  }
+
+  const std::shared_ptr<KvPagePool>& pool() const { return pool_; }
+  std::byte* const* table() const { return pages_.data(); }
+  std::size_t size() const { return pages_.size(); }
+  std::byte* operator[](std::size_t i) const { return pages_[i]; }
+  void reserve(std::size_t pages) { pages_.reserve(pages); }
+  // Takes pages from the pool until rows [0, rows) have one.
+  void hold_rows(std::size_t rows) {
+    while (pages_.size() * pool_->geometry().page_tokens < rows) pages_.push_back(pool_->take());
+  }
+  void release() {
+    for (std::byte* page : pages_) pool_->give_back(page);
+    pages_.clear();
+  }
+
+ private:
+  std::shared_ptr<KvPagePool> pool_;
+  std::vector<std::byte*> pages_;
 };
 
 }  // namespace kvscope
