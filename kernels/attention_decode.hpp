@@ -12,10 +12,12 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <optional>
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_block.hpp"
 #include "kernels/attention_block_multi.hpp"
+#include "kernels/attention_heads_in_lanes.hpp"
 #include "kernels/units/compute_unit.hpp"
 
 namespace kvscope::simd {
@@ -122,13 +124,27 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
 template <class A, KvDtype D, ComputeUnit U>
 struct KeyRunner;
 
+// f32 caches read by W or more queries at once (MQA, wide GQA) put the queries in the lanes
+// (attention_heads_in_lanes.hpp); the rest run run_key_range.
 template <class A, KvDtype D>
 struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
-  KeyRunner(std::size_t /*head_dim*/, std::size_t /*max_queries*/) {}
+  KeyRunner(std::size_t head_dim, std::size_t max_queries) {
+    if constexpr (D == KvDtype::f32) {
+      if (HeadsInLanes<A>::suits(max_queries, HeadsInLanes<A>::kMinKeys)) {
+        lanes.emplace(head_dim);
+      }
+    }
+  }
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
+    if constexpr (D == KvDtype::f32) {
+      if (lanes && direct && HeadsInLanes<A>::suits(count, t1 - t0)) {
+        return lanes->run(kv, kvh, t0, t1, st, count);
+      }
+    }
     run_key_range<A, D>(kv, kvh, t0, t1, st, count, nv, direct, ws);
   }
+  std::optional<HeadsInLanes<A>> lanes;
 };
 
 // q_out[0, dp) ← q[0, d) · scale, zero-padded; the score scale fused into the query.

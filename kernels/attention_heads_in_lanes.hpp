@@ -1,0 +1,223 @@
+#pragma once
+// Many query vectors over one f32 key range with the queries in the SIMD lanes: MQA and
+// wide GQA decode (g ≥ W query heads share each kv head: 32 for MQA at 32 heads) and their
+// prefill tiles. Exact f32 arithmetic, as the widening path; only the order of the score
+// sums differs (each lane sums its d products in order, as the scalar reference does).
+//
+// The widening path puts head_dim in the lanes: every score is a horizontal sum (a haddp per
+// 16 scores) and every value row is re-read by each group of 4 queries; MQA f32 decode then
+// ran at under half the FMA peak. With a lane per query both products are outer products:
+//   scores   sᵀ[t][lane] = Σ_j k_t[j] · qᵀ[j][lane]   (k_t[j] broadcast, qᵀ rows loaded),
+//   P·V      oᵀ[j][lane] += Σ_t v_t[j] · pᵀ[t][lane]  (v_t[j] broadcast, pᵀ rows loaded),
+// so each cached element is loaded once per block, as one broadcast feeding 2 FMAs (2 query
+// vectors), and the online softmax runs lane-wise with no horizontal reduction. qᵀ and oᵀ are
+// transposed in and out once per call (run once per work item of thousands of keys).
+//
+// Include only from ISA-flagged translation units (kernels/arch/).
+#include <cstddef>
+#include <limits>
+
+#include "kernels/attention_block.hpp"
+#include "kernels/kv_view.hpp"
+
+namespace kvscope::simd {
+
+template <class A>
+class HeadsInLanes {
+  using B = fbatch<A>;
+  static constexpr std::size_t W = B::size;
+  static constexpr std::size_t kLanes = 2 * W;  // queries per pass: two vectors
+  // Rows per micro-tile, × 2 query vectors = the accumulators: 24 of AVX-512's 32 registers,
+  // 12 of AVX2's 16.
+  static constexpr std::size_t kTile = W >= 16 ? 12 : 6;
+
+ public:
+  static constexpr std::size_t kBlock = 64;  // keys per online-softmax block
+
+  static constexpr std::size_t kMinKeys = 256;  // enough to repay the transposes
+
+  // Worth it from W queries on, over ranges long enough to repay the transposes.
+  static bool suits(std::size_t count, std::size_t keys) { return count >= W && keys >= kMinKeys; }
+
+  explicit HeadsInLanes(std::size_t head_dim)
+      : qt_(head_dim * kLanes), ot_(head_dim * kLanes), s_(kBlock * kLanes) {}
+
+  // Query states st[0, count) attend to keys [t0, t1) of kv head kvh (f32 cache): the
+  // KeyRunner contract of attention_decode.hpp (st[i].q pre-scaled, keys after st[i].last_key
+  // never read for it).
+  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+           std::size_t count) {
+    for (std::size_t g0 = 0; g0 < count; g0 += kLanes) {
+      const std::size_t lanes = count - g0 < kLanes ? count - g0 : kLanes;
+      if (lanes > W) {
+        run_group<2>(kv, kvh, t0, t1, st + g0, lanes);
+      } else {
+        run_group<1>(kv, kvh, t0, t1, st + g0, lanes);
+      }
+    }
+  }
+
+ private:
+  static constexpr float kInf = std::numeric_limits<float>::infinity();
+
+  // One pass of up to QV·W queries (QV vectors of lanes; lanes past `lanes` are idle: q = 0,
+  // every key visible, results dropped).
+  template <int QV>
+  void run_group(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+                 std::size_t lanes) {
+    constexpr std::size_t L = QV * W;  // floats per transposed row
+    const std::size_t d = kv.head_dim;
+    float* qt = qt_.get();
+    float* ot = ot_.get();
+    float* s = s_.get();
+    alignas(64) float m_in[L], l_in[L], visible[L];
+    for (std::size_t i = 0; i < L; ++i) {
+      const bool live = i < lanes;
+      for (std::size_t j = 0; j < d; ++j) {
+        qt[j * L + i] = live ? st[i].q[j] : 0.0f;
+        ot[j * L + i] = live ? st[i].acc[j] : 0.0f;
+      }
+      m_in[i] = live ? st[i].m : -kInf;
+      l_in[i] = live ? st[i].l : 0.0f;
+    }
+    B m[QV], l[QV];
+    for (int v = 0; v < QV; ++v) {
+      m[v] = B::load_aligned(m_in + v * W);
+      l[v] = B::load_aligned(l_in + v * W);
+    }
+
+    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+      nb = kv.block_rows(b0, t1, kBlock);
+      // Rows each lane sees of this block; the block is read up to the longest of them.
+      std::size_t rows = 0;
+      for (std::size_t i = 0; i < L; ++i) {
+        std::size_t n = nb;
+        if (i < lanes) {
+          n = st[i].last_key < b0 ? 0 : st[i].last_key - b0 + 1;
+          n = n < nb ? n : nb;
+          rows = n > rows ? n : rows;
+        }
+        visible[i] = static_cast<float>(n);
+      }
+      if (rows == 0) continue;
+      const NextBlock next(kv, kvh, b0, nb, t1, kBlock);
+      const auto* k = reinterpret_cast<const float*>(kv.k_row(kvh, b0));
+      const auto* vr = reinterpret_cast<const float*>(kv.v_row(kvh, b0));
+      const auto* k_next = reinterpret_cast<const float*>(next.k);
+      const auto* v_next = reinterpret_cast<const float*>(next.v);
+
+      std::size_t t = 0;
+      for (; t + kTile <= rows; t += kTile) scores<QV, kTile>(k, d, t, qt, s, k_next, next.rows);
+      for (; t + 4 <= rows; t += 4) scores<QV, 4>(k, d, t, qt, s, k_next, next.rows);
+      for (; t < rows; ++t) scores<QV, 1>(k, d, t, qt, s, k_next, next.rows);
+
+      // Online softmax per lane: mask, block max, rescale factor, weights in place of s.
+      B vis[QV], block_max[QV];
+      for (int v = 0; v < QV; ++v) {
+        vis[v] = B::load_aligned(visible + v * W);
+        block_max[v] = B(-kInf);
+      }
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (int v = 0; v < QV; ++v) {
+          B x = B::load_aligned(s + r * L + v * W);
+          x = xsimd::select(B(static_cast<float>(r)) < vis[v], x, B(-kInf));
+          x.store_aligned(s + r * L + v * W);
+          block_max[v] = xsimd::max(block_max[v], x);
+        }
+      }
+      B correction[QV], sum[QV];
+      for (int v = 0; v < QV; ++v) {
+        const B m_new = xsimd::max(m[v], block_max[v]);
+        // A lane that has seen no key yet keeps m = −inf; exp against 0 then gives weights 0
+        // instead of NaN from −inf − (−inf).
+        const B base = xsimd::select(m_new == B(-kInf), B(0.0f), m_new);
+        correction[v] = xsimd::exp(m[v] - base);
+        m[v] = m_new;
+        sum[v] = B(0.0f);
+        for (std::size_t r = 0; r < rows; ++r) {
+          const B p = xsimd::exp(B::load_aligned(s + r * L + v * W) - base);
+          p.store_aligned(s + r * L + v * W);
+          sum[v] += p;
+        }
+        l[v] = xsimd::fma(l[v], correction[v], sum[v]);
+      }
+
+      std::size_t j = 0;
+      for (; j + kTile <= d; j += kTile) {
+        weighted_values<QV, kTile>(vr, d, rows, j, s, correction, ot, v_next, next.rows);
+      }
+      for (; j + 4 <= d; j += 4)
+        weighted_values<QV, 4>(vr, d, rows, j, s, correction, ot, v_next, 0);
+      for (; j < d; ++j) weighted_values<QV, 1>(vr, d, rows, j, s, correction, ot, v_next, 0);
+    }
+
+    for (int v = 0; v < QV; ++v) {
+      m[v].store_aligned(m_in + v * W);
+      l[v].store_aligned(l_in + v * W);
+    }
+    for (std::size_t i = 0; i < lanes; ++i) {
+      for (std::size_t j = 0; j < d; ++j) st[i].acc[j] = ot[j * L + i];
+      st[i].m = m_in[i];
+      st[i].l = l_in[i];
+    }
+  }
+
+  // sᵀ[t0 + r] ← Σ_j k[t0 + r][j] · qᵀ[j] for the R rows of one micro-tile; prefetches the
+  // next block's rows of the same positions.
+  template <int QV, std::size_t R>
+  static void scores(const float* k, std::size_t d, std::size_t t0, const float* qt, float* s,
+                     const float* k_next, std::size_t n_next) {
+    constexpr std::size_t L = QV * W;
+    B acc[R][QV];
+    for (std::size_t r = 0; r < R; ++r) {
+      for (int v = 0; v < QV; ++v) acc[r][v] = B(0.0f);
+      if (t0 + r < n_next) prefetch_row(k_next + (t0 + r) * d, d);
+    }
+    const float* rows = k + t0 * d;
+    for (std::size_t j = 0; j < d; ++j) {
+      B q[QV];
+      for (int v = 0; v < QV; ++v) q[v] = B::load_aligned(qt + j * L + v * W);
+#pragma GCC unroll 12
+      for (std::size_t r = 0; r < R; ++r) {
+        const B x(rows[r * d + j]);
+        for (int v = 0; v < QV; ++v) acc[r][v] = xsimd::fma(x, q[v], acc[r][v]);
+      }
+    }
+    for (std::size_t r = 0; r < R; ++r) {
+      for (int v = 0; v < QV; ++v) acc[r][v].store_aligned(s + (t0 + r) * L + v * W);
+    }
+  }
+
+  // oᵀ[j0 + i] ← oᵀ[j0 + i] · correction + Σ_{t < rows} v[t][j0 + i] · pᵀ[t] for the R value
+  // columns of one micro-tile; the first tile prefetches the next block's value rows.
+  template <int QV, std::size_t R>
+  static void weighted_values(const float* v, std::size_t d, std::size_t rows, std::size_t j0,
+                              const float* p, const B* correction, float* ot, const float* v_next,
+                              std::size_t n_next) {
+    constexpr std::size_t L = QV * W;
+    B acc[R][QV];
+    for (std::size_t i = 0; i < R; ++i) {
+      for (int q = 0; q < QV; ++q) {
+        acc[i][q] = B::load_aligned(ot + (j0 + i) * L + q * W) * correction[q];
+      }
+    }
+    const float* col = v + j0;
+    for (std::size_t t = 0; t < rows; ++t) {
+      if (t < n_next) prefetch_row(v_next + t * d, d);
+      B w[QV];
+      for (int q = 0; q < QV; ++q) w[q] = B::load_aligned(p + t * L + q * W);
+#pragma GCC unroll 12
+      for (std::size_t i = 0; i < R; ++i) {
+        const B x(col[t * d + i]);
+        for (int q = 0; q < QV; ++q) acc[i][q] = xsimd::fma(x, w[q], acc[i][q]);
+      }
+    }
+    for (std::size_t i = 0; i < R; ++i) {
+      for (int q = 0; q < QV; ++q) acc[i][q].store_aligned(ot + (j0 + i) * L + q * W);
+    }
+  }
+
+  Scratch<A> qt_, ot_, s_;
+};
+
+}  // namespace kvscope::simd
