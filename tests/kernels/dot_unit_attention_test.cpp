@@ -59,6 +59,10 @@ std::vector<Case> cases(std::initializer_list<std::size_t> head_dims) {
   }
   out.push_back({128, 1999, 1});  // long decode: split over chunks and merged
   out.push_back({72, 2999, 1});
+  // Key ranges long enough for the queries-in-lanes kernel (vnni_heads_in_lanes.hpp): a head
+  // size with a short last 4-byte group, and a causal prefill tile after a long prefix.
+  out.push_back({70, 1999, 1});
+  out.push_back({128, 300, 40});
   return out;
 }
 
@@ -148,15 +152,16 @@ TEST_P(DotUnitAttention, WithinTwiceTheFormatErrorOfTheExactPath) {
   check_unit(unit, group, Data::ragged, cases({40, 128}));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    UnitsAndGroups, DotUnitAttention,
-    ::testing::Combine(::testing::Values(ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16),
-                       ::testing::Values(std::size_t{1}, std::size_t{8}, std::size_t{32})),
-    [](const ::testing::TestParamInfo<Param>& info) {
-      std::string name(to_string(std::get<0>(info.param)));
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name + "_group" + std::to_string(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(UnitsAndGroups, DotUnitAttention,
+                         ::testing::Combine(::testing::Values(ComputeUnit::vnni_int8,
+                                                              ComputeUnit::avx512_bf16),
+                                            ::testing::Values(std::size_t{1}, std::size_t{8},
+                                                              std::size_t{24}, std::size_t{32})),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                           std::string name(to_string(std::get<0>(info.param)));
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name + "_group" + std::to_string(std::get<1>(info.param));
+                         });
 
 // Over a paged cache the units read each page's rows and scales through the table: pages of
 // 64 tokens keep the 64-key blocks, so every bit equals the contiguous layout; pages of 16

@@ -1,0 +1,312 @@
+#pragma once
+// int8 caches on AVX-512 VNNI with the queries in the lanes (MQA, GQA with 16 or more query
+// heads per kv head, prefill tiles): the layout of kernels/attention_heads_in_lanes.hpp on
+// the dot unit. Include only from kernels/arch/avx512_dot.cpp.
+//
+// The tile kernel (dot_unit_attention.hpp) transposes every 64-key block and reduces each
+// query's softmax with horizontal sums; measured on MQA decode, transposes, per-query softmax
+// and packing took 45% of the time. Here, per block:
+//   scores  sᵀ[t][lane] = Σ_g dot4(k_t[g] + 128, q8ᵀ[g][lane]) − offset[lane], scaled by
+//           sq[lane] · k_scale[t]: a 32-bit group of the key row is broadcast straight from
+//           the cache (no transpose) and feeds one vpdpbusd per 16 queries;
+//   softmax lane-wise, no horizontal sums;
+//   P·V     the weights p · v_scale of each lane, quantized to u8 against that lane's largest
+//           (as the tile kernel does per query), packed 4 rows to a lane; a 4-row group of
+//           one value column (interleave_values) is broadcast into one vpdpbusd per 16
+//           queries, and each column's int32 sum joins the f32 accumulator once per block.
+// The arithmetic is the tile kernel's (same query and weight quantization, exact int32
+// sums); only the order of the f32 softmax sums differs.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include "kernels/units/dot_unit_attention.hpp"
+
+namespace kvscope::simd {
+
+template <class A>
+class VnniHeadsInLanes {
+  static constexpr std::size_t W = 16;
+  static constexpr std::size_t kLanes = 2 * W;  // queries per pass: two vectors
+  static constexpr std::size_t kTile = 12;      // rows or columns per micro-tile (× 2 vectors)
+  using Geo = DotGeometry<KvDtype::int8>;
+
+ public:
+  static constexpr std::size_t kMinKeys = 256;  // enough to repay the transposes of q and acc
+
+  static bool suits(std::size_t count, std::size_t keys) { return count >= W && keys >= kMinKeys; }
+
+  explicit VnniHeadsInLanes(std::size_t head_dim)
+      : geo_(head_dim),
+        positions_(geo_.acc_vectors * 16),
+        q_groups_(geo_.segments * 16),
+        qt_(geo_.groups * kLanes),
+        wt_(Geo::kRowGroups * kLanes),
+        vt_(Geo::kRowGroups * positions_),
+        ot_(positions_ * kLanes),
+        s_(kDotBlock * kLanes),
+        pads_(2 * kDotBlock) {}
+
+  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+           std::size_t count) {
+    for (std::size_t g0 = 0; g0 < count; g0 += kLanes) {
+      const std::size_t lanes = count - g0 < kLanes ? count - g0 : kLanes;
+      if (lanes > W) {
+        run_group<2>(kv, kvh, t0, t1, st + g0, lanes);
+      } else {
+        run_group<1>(kv, kvh, t0, t1, st + g0, lanes);
+      }
+    }
+  }
+
+ private:
+  static constexpr float kInf = std::numeric_limits<float>::infinity();
+
+  template <int QV>
+  void run_group(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+                 std::size_t lanes) {
+    constexpr std::size_t L = QV * W;
+    const std::size_t d = geo_.d;
+    std::int32_t* qt = qt_.get();
+    float* ot = ot_.get();
+    alignas(64) float sq[L], offset[L], m_io[L], l_io[L], visible[L];
+    // Queries quantized as the tile kernel does (pack_query), transposed to [group][lane].
+    std::int32_t* groups = q_groups_.get();
+    DotQuery q;
+    q.groups = groups;
+    for (std::size_t i = 0; i < L; ++i) {
+      const bool live = i < lanes;
+      if (live) {
+        pack_query<KvDtype::int8>(st[i].q, geo_, q);
+      } else {
+        std::memset(groups, 0, geo_.segments * 64);
+        q.scale = 0.0f, q.offset = 0;
+      }
+      for (std::size_t g = 0; g < geo_.groups; ++g) qt[g * L + i] = groups[g];
+      sq[i] = q.scale;
+      offset[i] = static_cast<float>(q.offset);
+      for (std::size_t c = 0; c < positions_; ++c) {
+        const std::size_t j = geo_.natural(c / 16, c % 16);
+        ot[c * L + i] = live && j < d ? st[i].acc[j] : 0.0f;
+      }
+      m_io[i] = live ? st[i].m : -kInf;
+      l_io[i] = live ? st[i].l : 0.0f;
+    }
+    __m512 m[QV], l[QV];
+    for (int v = 0; v < QV; ++v) {
+      m[v] = _mm512_load_ps(m_io + v * W);
+      l[v] = _mm512_load_ps(l_io + v * W);
+    }
+
+    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+      nb = kv.block_rows(b0, t1, kDotBlock);
+      std::size_t rows = 0;
+      for (std::size_t i = 0; i < L; ++i) {
+        std::size_t n = nb;
+        if (i < lanes) {
+          n = st[i].last_key < b0 ? 0 : st[i].last_key - b0 + 1;
+          n = n < nb ? n : nb;
+          rows = n > rows ? n : rows;
+        }
+        visible[i] = static_cast<float>(n);
+      }
+      if (rows == 0) continue;
+      const NextBlock next(kv, kvh, b0, nb, t1, kDotBlock);
+      const float *k_scale = nullptr, *v_scale = nullptr;
+      block_scales<A>(kv, kvh, b0, nb, kDotBlock, pads_.get(), pads_.get() + kDotBlock, k_scale,
+                      v_scale);
+      const auto* k = reinterpret_cast<const std::int8_t*>(kv.k_row(kvh, b0));
+      float* s = s_.get();
+      std::size_t t = 0;
+      for (; t + kTile <= rows; t += kTile) {
+        scores<QV, kTile>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+      }
+      for (; t + 4 <= rows; t += 4) scores<QV, 4>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+      for (; t < rows; ++t) scores<QV, 1>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+
+      __m512 correction[QV], w_scale[QV];
+      softmax_pack<QV>(s, rows, visible, v_scale, m, l, correction, w_scale);
+      interleave_values<KvDtype::int8>(kv.v_row(kvh, b0), nb, rows, geo_, vt_.get(), next.v,
+                                       next.rows);
+      const std::size_t n_groups = (rows + Geo::kValueRows - 1) / Geo::kValueRows;
+      std::size_t c = 0;
+      for (; c + kTile <= positions_; c += kTile) {
+        weighted_values<QV, kTile>(c, n_groups, correction, w_scale, ot);
+      }
+      for (; c < positions_; c += 4) weighted_values<QV, 4>(c, n_groups, correction, w_scale, ot);
+    }
+
+    for (int v = 0; v < QV; ++v) {
+      _mm512_store_ps(m_io + v * W, m[v]);
+      _mm512_store_ps(l_io + v * W, l[v]);
+    }
+    for (std::size_t i = 0; i < lanes; ++i) {
+      for (std::size_t c = 0; c < positions_; ++c) {
+        const std::size_t j = geo_.natural(c / 16, c % 16);
+        if (j < d) st[i].acc[j] = ot[c * L + i];
+      }
+      st[i].m = m_io[i];
+      st[i].l = l_io[i];
+    }
+  }
+
+  // sᵀ[t0 + r] for the R key rows of one micro-tile; prefetches the next block's same rows.
+  template <int QV, std::size_t R>
+  void scores(const std::int8_t* k, std::size_t t0, const float* sq, const float* offset,
+              const float* k_scale, float* s, const std::byte* k_next, std::size_t n_next) const {
+    constexpr std::size_t L = QV * W;
+    const std::size_t d = geo_.d;
+    __m512i acc[R][QV];
+    for (std::size_t r = 0; r < R; ++r) {
+      for (int v = 0; v < QV; ++v) acc[r][v] = _mm512_setzero_si512();
+      if (t0 + r < n_next) prefetch_row(k_next + (t0 + r) * d, d);
+    }
+    const std::int8_t* rows = k + t0 * d;
+    const __m512i bias = _mm512_set1_epi32(static_cast<int>(0x80808080u));
+    const auto step = [&](std::size_t g, const std::int32_t* bytes) {
+      __m512i q[QV];
+      for (int v = 0; v < QV; ++v) q[v] = _mm512_load_si512(qt_.get() + g * L + v * W);
+#pragma GCC unroll 12
+      for (std::size_t r = 0; r < R; ++r) {
+        const __m512i x = _mm512_xor_si512(_mm512_set1_epi32(bytes[r]), bias);
+        for (int v = 0; v < QV; ++v) acc[r][v] = dot_u8s8(acc[r][v], x, q[v]);
+      }
+    };
+    const std::size_t whole = d / 4;  // groups inside the row; a short last one is copied
+    for (std::size_t g = 0; g < whole; ++g) {
+      std::int32_t bytes[R];
+      for (std::size_t r = 0; r < R; ++r) std::memcpy(&bytes[r], rows + r * d + 4 * g, 4);
+      step(g, bytes);
+    }
+    if (whole < geo_.groups) {
+      std::int32_t bytes[R] = {};
+      for (std::size_t r = 0; r < R; ++r) std::memcpy(&bytes[r], rows + r * d + 4 * whole, d % 4);
+      step(whole, bytes);
+    }
+    for (std::size_t r = 0; r < R; ++r) {
+      const __m512 ks = _mm512_set1_ps(k_scale[t0 + r]);
+      for (int v = 0; v < QV; ++v) {
+        const __m512 dot =
+            _mm512_sub_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_load_ps(offset + v * W));
+        _mm512_store_ps(s + (t0 + r) * L + v * W,
+                        _mm512_mul_ps(_mm512_mul_ps(dot, _mm512_load_ps(sq + v * W)), ks));
+      }
+    }
+  }
+
+  // Online softmax per lane over rows [0, rows) of sᵀ (lanes see `visible` rows); then the
+  // weights w = e^(s − m) · v_scale quantized to u8 per lane against the lane's largest,
+  // packed 4 rows to a lane into wt. correction: e^(m_old − m) per lane; w_scale: the factor
+  // back from the u8 sums (0 for a lane with no weight).
+  template <int QV>
+  void softmax_pack(float* s, std::size_t rows, const float* visible, const float* v_scale,
+                    __m512* m, __m512* l, __m512* correction, __m512* w_scale) {
+    constexpr std::size_t L = QV * W;
+    std::int32_t* wt = wt_.get();
+    for (int v = 0; v < QV; ++v) {
+      const __m512 vis = _mm512_load_ps(visible + v * W);
+      __m512 block_max = _mm512_set1_ps(-kInf);
+      // Decode: every lane sees every row; prefill's causal lanes see fewer.
+      const __mmask16 all_rows =
+          _mm512_cmp_ps_mask(_mm512_set1_ps(static_cast<float>(rows)), vis, _CMP_LE_OQ);
+      const auto seen = [&](std::size_t r) {
+        return all_rows == 0xffff
+                   ? __mmask16(0xffff)
+                   : _mm512_cmp_ps_mask(_mm512_set1_ps(static_cast<float>(r)), vis, _CMP_LT_OQ);
+      };
+      for (std::size_t r = 0; r < rows; ++r) {
+        block_max =
+            _mm512_mask_max_ps(block_max, seen(r), block_max, _mm512_load_ps(s + r * L + v * W));
+      }
+      const __m512 m_new = _mm512_max_ps(m[v], block_max);
+      // A lane that has seen no key keeps m = −inf: its weights are masked to 0 below.
+      const __mmask16 finite = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(-kInf), _CMP_NEQ_OQ);
+      const __m512 base = _mm512_maskz_mov_ps(finite, m_new);
+      correction[v] = exp_nonpositive(_mm512_sub_ps(m[v], base), finite);
+      m[v] = m_new;
+      __m512 sum = _mm512_setzero_ps(), w_max = _mm512_setzero_ps();
+      for (std::size_t r = 0; r < rows; ++r) {
+        const __m512 p = exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(s + r * L + v * W), base),
+                                         seen(r) & finite);
+        sum = _mm512_add_ps(sum, p);
+        const __m512 w = _mm512_mul_ps(p, _mm512_set1_ps(v_scale[r]));
+        _mm512_store_ps(s + r * L + v * W, w);
+        w_max = _mm512_max_ps(w_max, w);
+      }
+      l[v] = _mm512_fmadd_ps(l[v], correction[v], sum);
+      const __mmask16 some = _mm512_cmp_ps_mask(w_max, _mm512_setzero_ps(), _CMP_GT_OQ);
+      const __m512 inv = _mm512_maskz_div_ps(some, _mm512_set1_ps(255.0f), w_max);
+      w_scale[v] = _mm512_mul_ps(w_max, _mm512_set1_ps(1.0f / 255.0f));
+      for (std::size_t rg = 0; rg * Geo::kValueRows < rows; ++rg) {
+        __m512i packed = _mm512_setzero_si512();
+        for (std::size_t e = 0; e < Geo::kValueRows; ++e) {
+          const std::size_t r = rg * Geo::kValueRows + e;
+          if (r >= rows) break;
+          const __m512i u8 =
+              _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(s + r * L + v * W), inv));
+          packed = _mm512_or_si512(packed, _mm512_slli_epi32(u8, static_cast<int>(8 * e)));
+        }
+        _mm512_store_si512(wt + rg * L + v * W, packed);
+      }
+    }
+  }
+
+  // oᵀ[c0 + c] ← oᵀ · correction + w_scale · Σ_rg dot4(wt[rg], vt[rg][c0 + c]) for the R
+  // value positions of one micro-tile.
+  template <int QV, std::size_t R>
+  void weighted_values(std::size_t c0, std::size_t n_groups, const __m512* correction,
+                       const __m512* w_scale, float* ot) const {
+    constexpr std::size_t L = QV * W;
+    __m512i sum[R][QV];
+    for (std::size_t c = 0; c < R; ++c) {
+      for (int v = 0; v < QV; ++v) sum[c][v] = _mm512_setzero_si512();
+    }
+    for (std::size_t rg = 0; rg < n_groups; ++rg) {
+      __m512i w[QV];
+      for (int v = 0; v < QV; ++v) w[v] = _mm512_load_si512(wt_.get() + rg * L + v * W);
+      const std::int32_t* col = vt_.get() + rg * positions_ + c0;
+#pragma GCC unroll 12
+      for (std::size_t c = 0; c < R; ++c) {
+        const __m512i x = _mm512_set1_epi32(col[c]);
+        for (int v = 0; v < QV; ++v) sum[c][v] = dot_u8s8(sum[c][v], w[v], x);
+      }
+    }
+    for (std::size_t c = 0; c < R; ++c) {
+      for (int v = 0; v < QV; ++v) {
+        float* o = ot + (c0 + c) * L + v * W;
+        _mm512_store_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c][v]), w_scale[v],
+                                           _mm512_mul_ps(_mm512_load_ps(o), correction[v])));
+      }
+    }
+  }
+
+  Geo geo_;
+  std::size_t positions_;  // accumulator positions per query (head_dim padded, tile order)
+  Scratch<A, std::int32_t> q_groups_, qt_, wt_, vt_;
+  Scratch<A> ot_, s_, pads_;
+};
+
+// The int8 runner on VNNI: queries in lanes where enough of them share the keys, else tiles.
+template <class A>
+struct KeyRunner<A, KvDtype::int8, ComputeUnit::vnni_int8> : DotUnitKeys<A, KvDtype::int8> {
+  KeyRunner(std::size_t head_dim, std::size_t max_queries)
+      : DotUnitKeys<A, KvDtype::int8>(head_dim, max_queries) {
+    if (VnniHeadsInLanes<A>::suits(max_queries, VnniHeadsInLanes<A>::kMinKeys)) {
+      lanes.emplace(head_dim);
+    }
+  }
+  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+           std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
+    if (lanes && VnniHeadsInLanes<A>::suits(count, t1 - t0)) {
+      return lanes->run(kv, kvh, t0, t1, st, count);
+    }
+    DotUnitKeys<A, KvDtype::int8>::run(kv, kvh, t0, t1, st, count, nv, direct, ws);
+  }
+  std::optional<VnniHeadsInLanes<A>> lanes;
+};
+
+}  // namespace kvscope::simd
