@@ -5,7 +5,7 @@
 #include "kernels/attention_prefill.hpp"
 #include "kernels/units/dot_unit_attention.hpp"
 #include "kernels/units/dot_unit_probes.hpp"
-#include "kernels/units/vnni_heads_in_lanes.hpp"
+#include "kernels/units/dot_heads_in_lanes.hpp"
 
 namespace kvscope::simd {
 KVSCOPE_DOT_UNIT_KERNELS()

@@ -424,10 +424,4 @@ class DotUnitKeys {
   Scratch<A, const std::int32_t*> w_rows_;
 };
 
-// The drivers' key runner for AVX512-BF16 (VNNI's: vnni_heads_in_lanes.hpp).
-template <class A>
-struct KeyRunner<A, KvDtype::bf16, ComputeUnit::avx512_bf16> : DotUnitKeys<A, KvDtype::bf16> {
-  using DotUnitKeys<A, KvDtype::bf16>::DotUnitKeys;
-};
-
 }  // namespace kvscope::simd

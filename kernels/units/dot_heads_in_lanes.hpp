@@ -1,21 +1,22 @@
 #pragma once
-// int8 caches on AVX-512 VNNI with the queries in the lanes (MQA, GQA with 16 or more query
-// heads per kv head, prefill tiles): the layout of kernels/attention_heads_in_lanes.hpp on
-// the dot unit. Include only from kernels/arch/avx512_dot.cpp.
+// The dot units with the queries in the lanes (MQA, GQA with 16 or more query heads per kv
+// head, prefill tiles): the layout of kernels/attention_heads_in_lanes.hpp on AVX-512 VNNI
+// (int8 caches) and AVX512-BF16 (bf16). Include only from kernels/arch/avx512_dot.cpp.
 //
 // The tile kernel (dot_unit_attention.hpp) transposes every 64-key block and reduces each
-// query's softmax with horizontal sums; measured on MQA decode, transposes, per-query softmax
-// and packing took 45% of the time. Here, per block:
-//   scores  sᵀ[t][lane] = Σ_g dot4(k_t[g] + 128, q8ᵀ[g][lane]) − offset[lane], scaled by
-//           sq[lane] · k_scale[t]: a 32-bit group of the key row is broadcast straight from
-//           the cache (no transpose) and feeds one vpdpbusd per 16 queries;
+// query's softmax with horizontal sums; measured on int8 MQA decode, transposes, per-query
+// softmax and packing took 45% of the time. Here, per block:
+//   scores  sᵀ[t][lane] = Σ_g dot(k_t[g], qᵀ[g][lane]): a 32-bit group of the key row (4 int8
+//           + 128 each, or 2 bf16) is broadcast straight from the cache (no transpose) and
+//           feeds one vpdpbusd / vdpbf16ps per 16 queries; int8 then − offset[lane], × sq[lane]
+//           · k_scale[t];
 //   softmax lane-wise, no horizontal sums;
-//   P·V     the weights p · v_scale of each lane, quantized to u8 against that lane's largest
-//           (as the tile kernel does per query), packed 4 rows to a lane; a 4-row group of
-//           one value column (interleave_values) is broadcast into one vpdpbusd per 16
-//           queries, and each column's int32 sum joins the f32 accumulator once per block.
-// The arithmetic is the tile kernel's (same query and weight quantization, exact int32
-// sums); only the order of the f32 softmax sums differs.
+//   P·V     each lane's weights (int8: p · v_scale quantized to u8 against the lane's largest;
+//           bf16: p rounded), packed 4 (2) rows to a lane; a row group of one value column
+//           (interleave_values) is broadcast into one dot per 16 queries, and each column's
+//           sum joins the f32 accumulator once per block.
+// The arithmetic is the tile kernel's (same rounding of queries and weights, same products);
+// only the order of the f32 sums differs.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -28,19 +29,20 @@
 
 namespace kvscope::simd {
 
-template <class A>
-class VnniHeadsInLanes {
+template <class A, KvDtype D>
+class DotHeadsInLanes {
   static constexpr std::size_t W = 16;
   static constexpr std::size_t kLanes = 2 * W;  // queries per pass: two vectors
   static constexpr std::size_t kTile = 12;      // rows or columns per micro-tile (× 2 vectors)
-  using Geo = DotGeometry<KvDtype::int8>;
+  using Geo = DotGeometry<D>;
+  using Acc = typename DotAcc<D>::type;
 
  public:
   static constexpr std::size_t kMinKeys = 256;  // enough to repay the transposes of q and acc
 
   static bool suits(std::size_t count, std::size_t keys) { return count >= W && keys >= kMinKeys; }
 
-  explicit VnniHeadsInLanes(std::size_t head_dim)
+  explicit DotHeadsInLanes(std::size_t head_dim)
       : geo_(head_dim),
         positions_(geo_.acc_vectors * 16),
         q_groups_(geo_.segments * 16),
@@ -81,7 +83,7 @@ class VnniHeadsInLanes {
     for (std::size_t i = 0; i < L; ++i) {
       const bool live = i < lanes;
       if (live) {
-        pack_query<KvDtype::int8>(st[i].q, geo_, q);
+        pack_query<D>(st[i].q, geo_, q);
       } else {
         std::memset(groups, 0, geo_.segments * 64);
         q.scale = 0.0f, q.offset = 0;
@@ -117,9 +119,11 @@ class VnniHeadsInLanes {
       if (rows == 0) continue;
       const NextBlock next(kv, kvh, b0, nb, t1, kDotBlock);
       const float *k_scale = nullptr, *v_scale = nullptr;
-      block_scales<A>(kv, kvh, b0, nb, kDotBlock, pads_.get(), pads_.get() + kDotBlock, k_scale,
-                      v_scale);
-      const auto* k = reinterpret_cast<const std::int8_t*>(kv.k_row(kvh, b0));
+      if constexpr (D == KvDtype::int8) {
+        block_scales<A>(kv, kvh, b0, nb, kDotBlock, pads_.get(), pads_.get() + kDotBlock, k_scale,
+                        v_scale);
+      }
+      const auto* k = reinterpret_cast<const std::uint8_t*>(kv.k_row(kvh, b0));
       float* s = s_.get();
       std::size_t t = 0;
       for (; t + kTile <= rows; t += kTile) {
@@ -130,8 +134,7 @@ class VnniHeadsInLanes {
 
       __m512 correction[QV], w_scale[QV];
       softmax_pack<QV>(s, rows, visible, v_scale, m, l, correction, w_scale);
-      interleave_values<KvDtype::int8>(kv.v_row(kvh, b0), nb, rows, geo_, vt_.get(), next.v,
-                                       next.rows);
+      interleave_values<D>(kv.v_row(kvh, b0), nb, rows, geo_, vt_.get(), next.v, next.rows);
       const std::size_t n_groups = (rows + Geo::kValueRows - 1) / Geo::kValueRows;
       std::size_t c = 0;
       for (; c + kTile <= positions_; c += kTile) {
@@ -154,54 +157,80 @@ class VnniHeadsInLanes {
     }
   }
 
+  static Acc zero() {
+    if constexpr (D == KvDtype::int8) {
+      return _mm512_setzero_si512();
+    } else {
+      return _mm512_setzero_ps();
+    }
+  }
+  // acc + the unit's dot products of the 32-bit groups of a and b (int8: a unsigned).
+  static Acc dot(Acc acc, __m512i a, __m512i b) {
+    if constexpr (D == KvDtype::int8) {
+      return dot_u8s8(acc, a, b);
+    } else {
+      return dot_bf16(acc, a, b);
+    }
+  }
+
   // sᵀ[t0 + r] for the R key rows of one micro-tile; prefetches the next block's same rows.
   template <int QV, std::size_t R>
-  void scores(const std::int8_t* k, std::size_t t0, const float* sq, const float* offset,
+  void scores(const std::uint8_t* k, std::size_t t0, const float* sq, const float* offset,
               const float* k_scale, float* s, const std::byte* k_next, std::size_t n_next) const {
     constexpr std::size_t L = QV * W;
-    const std::size_t d = geo_.d;
-    __m512i acc[R][QV];
+    const std::size_t row_bytes = geo_.row_bytes;
+    Acc acc[R][QV];
     for (std::size_t r = 0; r < R; ++r) {
-      for (int v = 0; v < QV; ++v) acc[r][v] = _mm512_setzero_si512();
-      if (t0 + r < n_next) prefetch_row(k_next + (t0 + r) * d, d);
+      for (int v = 0; v < QV; ++v) acc[r][v] = zero();
+      if (t0 + r < n_next) prefetch_row(k_next + (t0 + r) * row_bytes, row_bytes);
     }
-    const std::int8_t* rows = k + t0 * d;
-    const __m512i bias = _mm512_set1_epi32(static_cast<int>(0x80808080u));
-    const auto step = [&](std::size_t g, const std::int32_t* bytes) {
+    const std::uint8_t* rows = k + t0 * row_bytes;
+    // int8 keys enter vpdpbusd as the unsigned operand, k + 128.
+    const __m512i bias = _mm512_set1_epi32(D == KvDtype::int8 ? static_cast<int>(0x80808080u) : 0);
+    const auto step = [&](std::size_t g, const std::int32_t* group) {
       __m512i q[QV];
       for (int v = 0; v < QV; ++v) q[v] = _mm512_load_si512(qt_.get() + g * L + v * W);
 #pragma GCC unroll 12
       for (std::size_t r = 0; r < R; ++r) {
-        const __m512i x = _mm512_xor_si512(_mm512_set1_epi32(bytes[r]), bias);
-        for (int v = 0; v < QV; ++v) acc[r][v] = dot_u8s8(acc[r][v], x, q[v]);
+        __m512i x = _mm512_set1_epi32(group[r]);
+        if constexpr (D == KvDtype::int8) x = _mm512_xor_si512(x, bias);
+        for (int v = 0; v < QV; ++v) acc[r][v] = dot(acc[r][v], x, q[v]);
       }
     };
-    const std::size_t whole = d / 4;  // groups inside the row; a short last one is copied
+    const std::size_t whole = row_bytes / 4;  // groups inside the row; a short last one is copied
     for (std::size_t g = 0; g < whole; ++g) {
-      std::int32_t bytes[R];
-      for (std::size_t r = 0; r < R; ++r) std::memcpy(&bytes[r], rows + r * d + 4 * g, 4);
-      step(g, bytes);
+      std::int32_t group[R];
+      for (std::size_t r = 0; r < R; ++r) std::memcpy(&group[r], rows + r * row_bytes + 4 * g, 4);
+      step(g, group);
     }
     if (whole < geo_.groups) {
-      std::int32_t bytes[R] = {};
-      for (std::size_t r = 0; r < R; ++r) std::memcpy(&bytes[r], rows + r * d + 4 * whole, d % 4);
-      step(whole, bytes);
+      std::int32_t group[R] = {};
+      for (std::size_t r = 0; r < R; ++r) {
+        std::memcpy(&group[r], rows + r * row_bytes + 4 * whole, row_bytes % 4);
+      }
+      step(whole, group);
     }
     for (std::size_t r = 0; r < R; ++r) {
-      const __m512 ks = _mm512_set1_ps(k_scale[t0 + r]);
       for (int v = 0; v < QV; ++v) {
-        const __m512 dot =
-            _mm512_sub_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_load_ps(offset + v * W));
-        _mm512_store_ps(s + (t0 + r) * L + v * W,
-                        _mm512_mul_ps(_mm512_mul_ps(dot, _mm512_load_ps(sq + v * W)), ks));
+        __m512 sc;
+        if constexpr (D == KvDtype::int8) {
+          const __m512 dot =
+              _mm512_sub_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_load_ps(offset + v * W));
+          sc = _mm512_mul_ps(_mm512_mul_ps(dot, _mm512_load_ps(sq + v * W)),
+                             _mm512_set1_ps(k_scale[t0 + r]));
+        } else {
+          sc = acc[r][v];
+        }
+        _mm512_store_ps(s + (t0 + r) * L + v * W, sc);
       }
     }
   }
 
   // Online softmax per lane over rows [0, rows) of sᵀ (lanes see `visible` rows); then the
-  // weights w = e^(s − m) · v_scale quantized to u8 per lane against the lane's largest,
-  // packed 4 rows to a lane into wt. correction: e^(m_old − m) per lane; w_scale: the factor
-  // back from the u8 sums (0 for a lane with no weight).
+  // weights w = e^(s − m) packed into wt, kValueRows rows to a lane: int8 as u8 of w · v_scale
+  // against the lane's largest, bf16 rounded. correction: e^(m_old − m) per lane; w_scale:
+  // the factor back from the unit's sums (int8: w_max / 255, 0 for a lane with no weight;
+  // bf16: 1).
   template <int QV>
   void softmax_pack(float* s, std::size_t rows, const float* visible, const float* v_scale,
                     __m512* m, __m512* l, __m512* correction, __m512* w_scale) {
@@ -233,37 +262,52 @@ class VnniHeadsInLanes {
         const __m512 p = exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(s + r * L + v * W), base),
                                          seen(r) & finite);
         sum = _mm512_add_ps(sum, p);
-        const __m512 w = _mm512_mul_ps(p, _mm512_set1_ps(v_scale[r]));
-        _mm512_store_ps(s + r * L + v * W, w);
-        w_max = _mm512_max_ps(w_max, w);
+        if constexpr (D == KvDtype::int8) {
+          const __m512 w = _mm512_mul_ps(p, _mm512_set1_ps(v_scale[r]));
+          _mm512_store_ps(s + r * L + v * W, w);
+          w_max = _mm512_max_ps(w_max, w);
+        } else {
+          _mm512_store_ps(s + r * L + v * W, p);
+        }
       }
       l[v] = _mm512_fmadd_ps(l[v], correction[v], sum);
-      const __mmask16 some = _mm512_cmp_ps_mask(w_max, _mm512_setzero_ps(), _CMP_GT_OQ);
-      const __m512 inv = _mm512_maskz_div_ps(some, _mm512_set1_ps(255.0f), w_max);
-      w_scale[v] = _mm512_mul_ps(w_max, _mm512_set1_ps(1.0f / 255.0f));
+      __m512 inv = _mm512_setzero_ps();
+      if constexpr (D == KvDtype::int8) {
+        const __mmask16 some = _mm512_cmp_ps_mask(w_max, _mm512_setzero_ps(), _CMP_GT_OQ);
+        inv = _mm512_maskz_div_ps(some, _mm512_set1_ps(255.0f), w_max);
+        w_scale[v] = _mm512_mul_ps(w_max, _mm512_set1_ps(1.0f / 255.0f));
+      } else {
+        w_scale[v] = _mm512_set1_ps(1.0f);
+      }
       for (std::size_t rg = 0; rg * Geo::kValueRows < rows; ++rg) {
         __m512i packed = _mm512_setzero_si512();
         for (std::size_t e = 0; e < Geo::kValueRows; ++e) {
           const std::size_t r = rg * Geo::kValueRows + e;
           if (r >= rows) break;
-          const __m512i u8 =
-              _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(s + r * L + v * W), inv));
-          packed = _mm512_or_si512(packed, _mm512_slli_epi32(u8, static_cast<int>(8 * e)));
+          const __m512 w = _mm512_load_ps(s + r * L + v * W);
+          __m512i bits;
+          if constexpr (D == KvDtype::int8) {
+            bits = _mm512_cvtps_epi32(_mm512_mul_ps(w, inv));  // 0…255
+          } else {
+            bits = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(w));  // round to nearest even
+          }
+          packed = _mm512_or_si512(
+              packed, _mm512_slli_epi32(bits, static_cast<int>(32 / Geo::kValueRows * e)));
         }
         _mm512_store_si512(wt + rg * L + v * W, packed);
       }
     }
   }
 
-  // oᵀ[c0 + c] ← oᵀ · correction + w_scale · Σ_rg dot4(wt[rg], vt[rg][c0 + c]) for the R
-  // value positions of one micro-tile.
+  // oᵀ[c0 + c] ← oᵀ · correction + w_scale · Σ_rg dot(wt[rg], vt[rg][c0 + c]) for the R value
+  // positions of one micro-tile.
   template <int QV, std::size_t R>
   void weighted_values(std::size_t c0, std::size_t n_groups, const __m512* correction,
                        const __m512* w_scale, float* ot) const {
     constexpr std::size_t L = QV * W;
-    __m512i sum[R][QV];
+    Acc sum[R][QV];
     for (std::size_t c = 0; c < R; ++c) {
-      for (int v = 0; v < QV; ++v) sum[c][v] = _mm512_setzero_si512();
+      for (int v = 0; v < QV; ++v) sum[c][v] = zero();
     }
     for (std::size_t rg = 0; rg < n_groups; ++rg) {
       __m512i w[QV];
@@ -272,14 +316,20 @@ class VnniHeadsInLanes {
 #pragma GCC unroll 12
       for (std::size_t c = 0; c < R; ++c) {
         const __m512i x = _mm512_set1_epi32(col[c]);
-        for (int v = 0; v < QV; ++v) sum[c][v] = dot_u8s8(sum[c][v], w[v], x);
+        for (int v = 0; v < QV; ++v) sum[c][v] = dot(sum[c][v], w[v], x);
       }
     }
     for (std::size_t c = 0; c < R; ++c) {
       for (int v = 0; v < QV; ++v) {
         float* o = ot + (c0 + c) * L + v * W;
-        _mm512_store_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c][v]), w_scale[v],
-                                           _mm512_mul_ps(_mm512_load_ps(o), correction[v])));
+        __m512 total;
+        if constexpr (D == KvDtype::int8) {
+          total = _mm512_cvtepi32_ps(sum[c][v]);
+        } else {
+          total = sum[c][v];
+        }
+        _mm512_store_ps(
+            o, _mm512_fmadd_ps(total, w_scale[v], _mm512_mul_ps(_mm512_load_ps(o), correction[v])));
       }
     }
   }
@@ -290,23 +340,32 @@ class VnniHeadsInLanes {
   Scratch<A> ot_, s_, pads_;
 };
 
-// The int8 runner on VNNI: queries in lanes where enough of them share the keys, else tiles.
-template <class A>
-struct KeyRunner<A, KvDtype::int8, ComputeUnit::vnni_int8> : DotUnitKeys<A, KvDtype::int8> {
-  KeyRunner(std::size_t head_dim, std::size_t max_queries)
-      : DotUnitKeys<A, KvDtype::int8>(head_dim, max_queries) {
-    if (VnniHeadsInLanes<A>::suits(max_queries, VnniHeadsInLanes<A>::kMinKeys)) {
+// The dot units' runners: queries in lanes where enough of them share a long key range,
+// else the tile kernel.
+template <class A, KvDtype D>
+struct DotUnitRunner : DotUnitKeys<A, D> {
+  DotUnitRunner(std::size_t head_dim, std::size_t max_queries)
+      : DotUnitKeys<A, D>(head_dim, max_queries) {
+    if (DotHeadsInLanes<A, D>::suits(max_queries, DotHeadsInLanes<A, D>::kMinKeys)) {
       lanes.emplace(head_dim);
     }
   }
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
-    if (lanes && VnniHeadsInLanes<A>::suits(count, t1 - t0)) {
+    if (lanes && DotHeadsInLanes<A, D>::suits(count, t1 - t0)) {
       return lanes->run(kv, kvh, t0, t1, st, count);
     }
-    DotUnitKeys<A, KvDtype::int8>::run(kv, kvh, t0, t1, st, count, nv, direct, ws);
+    DotUnitKeys<A, D>::run(kv, kvh, t0, t1, st, count, nv, direct, ws);
   }
-  std::optional<VnniHeadsInLanes<A>> lanes;
+  std::optional<DotHeadsInLanes<A, D>> lanes;
+};
+template <class A>
+struct KeyRunner<A, KvDtype::int8, ComputeUnit::vnni_int8> : DotUnitRunner<A, KvDtype::int8> {
+  using DotUnitRunner<A, KvDtype::int8>::DotUnitRunner;
+};
+template <class A>
+struct KeyRunner<A, KvDtype::bf16, ComputeUnit::avx512_bf16> : DotUnitRunner<A, KvDtype::bf16> {
+  using DotUnitRunner<A, KvDtype::bf16>::DotUnitRunner;
 };
 
 }  // namespace kvscope::simd
