@@ -22,6 +22,38 @@
 
 namespace kvscope::simd {
 
+// Runs pass.template operator()<QV>(first, lanes) over the queries [0, count) in passes of
+// up to 2·W queries, QV = 2 vectors of lanes or 1 for a pass of at most W.
+template <std::size_t W, class Pass>
+void lane_passes(std::size_t count, Pass&& pass) {
+  for (std::size_t first = 0; first < count; first += 2 * W) {
+    const std::size_t lanes = count - first < 2 * W ? count - first : 2 * W;
+    if (lanes > W) {
+      pass.template operator()<2>(first, lanes);
+    } else {
+      pass.template operator()<1>(first, lanes);
+    }
+  }
+}
+
+// visible[i] ← the rows of the block [b0, b0 + nb) that lane i's query sees (idle lanes past
+// `lanes`: all of them), i < width; returns the most any live lane sees (the block is read up
+// to there, never further).
+inline std::size_t lane_visible_rows(const QueryState* st, std::size_t lanes, std::size_t width,
+                                     std::size_t b0, std::size_t nb, float* visible) {
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < width; ++i) {
+    std::size_t n = nb;
+    if (i < lanes) {
+      n = st[i].last_key < b0 ? 0 : st[i].last_key - b0 + 1;
+      n = n < nb ? n : nb;
+      rows = n > rows ? n : rows;
+    }
+    visible[i] = static_cast<float>(n);
+  }
+  return rows;
+}
+
 template <class A>
 class HeadsInLanes {
   using B = fbatch<A>;
@@ -47,14 +79,9 @@ class HeadsInLanes {
   // never read for it).
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count) {
-    for (std::size_t g0 = 0; g0 < count; g0 += kLanes) {
-      const std::size_t lanes = count - g0 < kLanes ? count - g0 : kLanes;
-      if (lanes > W) {
-        run_group<2>(kv, kvh, t0, t1, st + g0, lanes);
-      } else {
-        run_group<1>(kv, kvh, t0, t1, st + g0, lanes);
-      }
-    }
+    lane_passes<W>(count, [&]<int QV>(std::size_t first, std::size_t lanes) {
+      run_group<QV>(kv, kvh, t0, t1, st + first, lanes);
+    });
   }
 
  private:
@@ -88,17 +115,7 @@ class HeadsInLanes {
 
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.block_rows(b0, t1, kBlock);
-      // Rows each lane sees of this block; the block is read up to the longest of them.
-      std::size_t rows = 0;
-      for (std::size_t i = 0; i < L; ++i) {
-        std::size_t n = nb;
-        if (i < lanes) {
-          n = st[i].last_key < b0 ? 0 : st[i].last_key - b0 + 1;
-          n = n < nb ? n : nb;
-          rows = n > rows ? n : rows;
-        }
-        visible[i] = static_cast<float>(n);
-      }
+      const std::size_t rows = lane_visible_rows(st, lanes, L, b0, nb, visible);
       if (rows == 0) continue;
       const NextBlock next(kv, kvh, b0, nb, t1, kBlock);
       const auto* k = reinterpret_cast<const float*>(kv.k_row(kvh, b0));

@@ -25,6 +25,7 @@
 #include <limits>
 #include <optional>
 
+#include "kernels/attention_heads_in_lanes.hpp"
 #include "kernels/units/dot_unit_attention.hpp"
 
 namespace kvscope::simd {
@@ -55,14 +56,9 @@ class DotHeadsInLanes {
 
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count) {
-    for (std::size_t g0 = 0; g0 < count; g0 += kLanes) {
-      const std::size_t lanes = count - g0 < kLanes ? count - g0 : kLanes;
-      if (lanes > W) {
-        run_group<2>(kv, kvh, t0, t1, st + g0, lanes);
-      } else {
-        run_group<1>(kv, kvh, t0, t1, st + g0, lanes);
-      }
-    }
+    lane_passes<W>(count, [&]<int QV>(std::size_t first, std::size_t lanes) {
+      run_group<QV>(kv, kvh, t0, t1, st + first, lanes);
+    });
   }
 
  private:
@@ -106,16 +102,7 @@ class DotHeadsInLanes {
 
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.block_rows(b0, t1, kDotBlock);
-      std::size_t rows = 0;
-      for (std::size_t i = 0; i < L; ++i) {
-        std::size_t n = nb;
-        if (i < lanes) {
-          n = st[i].last_key < b0 ? 0 : st[i].last_key - b0 + 1;
-          n = n < nb ? n : nb;
-          rows = n > rows ? n : rows;
-        }
-        visible[i] = static_cast<float>(n);
-      }
+      const std::size_t rows = lane_visible_rows(st, lanes, L, b0, nb, visible);
       if (rows == 0) continue;
       const NextBlock next(kv, kvh, b0, nb, t1, kDotBlock);
       const float *k_scale = nullptr, *v_scale = nullptr;
