@@ -36,6 +36,16 @@ void lane_passes(std::size_t count, Pass&& pass) {
   }
 }
 
+// Runs tile.template operator()<R>(first) over [0, n) in micro-tiles of R = Big rows, then
+// 4, then 1 for the rest.
+template <std::size_t Big, class Tile>
+void micro_tiles(std::size_t n, Tile&& tile) {
+  std::size_t i = 0;
+  for (; i + Big <= n; i += Big) tile.template operator()<Big>(i);
+  for (; i + 4 <= n; i += 4) tile.template operator()<4>(i);
+  for (; i < n; ++i) tile.template operator()<1>(i);
+}
+
 // visible[i] ← the rows of the block [b0, b0 + nb) that lane i's query sees (idle lanes past
 // `lanes`: all of them), i < width; returns the most any live lane sees (the block is read up
 // to there, never further).
@@ -66,7 +76,7 @@ class HeadsInLanes {
  public:
   static constexpr std::size_t kBlock = 64;  // keys per online-softmax block
 
-  static constexpr std::size_t kMinKeys = 256;  // enough to repay the transposes
+  static constexpr std::size_t kMinKeys = 256;
 
   // Worth it from W queries on, over ranges long enough to repay the transposes.
   static bool suits(std::size_t count, std::size_t keys) { return count >= W && keys >= kMinKeys; }
@@ -123,10 +133,9 @@ class HeadsInLanes {
       const auto* k_next = reinterpret_cast<const float*>(next.k);
       const auto* v_next = reinterpret_cast<const float*>(next.v);
 
-      std::size_t t = 0;
-      for (; t + kTile <= rows; t += kTile) scores<QV, kTile>(k, d, t, qt, s, k_next, next.rows);
-      for (; t + 4 <= rows; t += 4) scores<QV, 4>(k, d, t, qt, s, k_next, next.rows);
-      for (; t < rows; ++t) scores<QV, 1>(k, d, t, qt, s, k_next, next.rows);
+      micro_tiles<kTile>(rows, [&]<std::size_t R>(std::size_t t) {
+        scores<QV, R>(k, d, t, qt, s, k_next, next.rows);
+      });
 
       // Online softmax per lane: mask, block max, rescale factor, weights in place of s.
       B vis[QV], block_max[QV];
@@ -159,13 +168,10 @@ class HeadsInLanes {
         l[v] = xsimd::fma(l[v], correction[v], sum[v]);
       }
 
-      std::size_t j = 0;
-      for (; j + kTile <= d; j += kTile) {
-        weighted_values<QV, kTile>(vr, d, rows, j, s, correction, ot, v_next, next.rows);
-      }
-      for (; j + 4 <= d; j += 4)
-        weighted_values<QV, 4>(vr, d, rows, j, s, correction, ot, v_next, 0);
-      for (; j < d; ++j) weighted_values<QV, 1>(vr, d, rows, j, s, correction, ot, v_next, 0);
+      // The first tile prefetches the next block's value rows.
+      micro_tiles<kTile>(d, [&]<std::size_t R>(std::size_t j) {
+        weighted_values<QV, R>(vr, d, rows, j, s, correction, ot, v_next, j == 0 ? next.rows : 0);
+      });
     }
 
     for (int v = 0; v < QV; ++v) {
@@ -206,7 +212,7 @@ class HeadsInLanes {
   }
 
   // oᵀ[j0 + i] ← oᵀ[j0 + i] · correction + Σ_{t < rows} v[t][j0 + i] · pᵀ[t] for the R value
-  // columns of one micro-tile; the first tile prefetches the next block's value rows.
+  // columns of one micro-tile; prefetches the next block's first n_next value rows.
   template <int QV, std::size_t R>
   static void weighted_values(const float* v, std::size_t d, std::size_t rows, std::size_t j0,
                               const float* p, const B* correction, float* ot, const float* v_next,

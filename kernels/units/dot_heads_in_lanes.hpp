@@ -39,8 +39,9 @@ class DotHeadsInLanes {
   using Acc = typename DotAcc<D>::type;
 
  public:
-  static constexpr std::size_t kMinKeys = 256;  // enough to repay the transposes of q and acc
+  static constexpr std::size_t kMinKeys = 256;
 
+  // Worth it from 16 queries on, over ranges long enough to repay the transposes of q and acc.
   static bool suits(std::size_t count, std::size_t keys) { return count >= W && keys >= kMinKeys; }
 
   explicit DotHeadsInLanes(std::size_t head_dim)
@@ -112,22 +113,17 @@ class DotHeadsInLanes {
       }
       const auto* k = reinterpret_cast<const std::uint8_t*>(kv.k_row(kvh, b0));
       float* s = s_.get();
-      std::size_t t = 0;
-      for (; t + kTile <= rows; t += kTile) {
-        scores<QV, kTile>(k, t, sq, offset, k_scale, s, next.k, next.rows);
-      }
-      for (; t + 4 <= rows; t += 4) scores<QV, 4>(k, t, sq, offset, k_scale, s, next.k, next.rows);
-      for (; t < rows; ++t) scores<QV, 1>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+      micro_tiles<kTile>(rows, [&]<std::size_t R>(std::size_t t) {
+        scores<QV, R>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+      });
 
       __m512 correction[QV], w_scale[QV];
       softmax_pack<QV>(s, rows, visible, v_scale, m, l, correction, w_scale);
       interleave_values<D>(kv.v_row(kvh, b0), nb, rows, geo_, vt_.get(), next.v, next.rows);
       const std::size_t n_groups = (rows + Geo::kValueRows - 1) / Geo::kValueRows;
-      std::size_t c = 0;
-      for (; c + kTile <= positions_; c += kTile) {
-        weighted_values<QV, kTile>(c, n_groups, correction, w_scale, ot);
-      }
-      for (; c < positions_; c += 4) weighted_values<QV, 4>(c, n_groups, correction, w_scale, ot);
+      micro_tiles<kTile>(positions_, [&]<std::size_t R>(std::size_t c) {
+        weighted_values<QV, R>(c, n_groups, correction, w_scale, ot);
+      });
     }
 
     for (int v = 0; v < QV; ++v) {
