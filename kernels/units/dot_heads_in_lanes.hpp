@@ -53,7 +53,12 @@ class DotHeadsInLanes {
         vt_(Geo::kRowGroups * positions_),
         ot_(positions_ * kLanes),
         s_(kDotBlock * kLanes),
-        pads_(2 * kDotBlock) {}
+        pads_(2 * kDotBlock),
+        natural_(positions_) {
+    for (std::size_t c = 0; c < positions_; ++c) {
+      natural_.get()[c] = static_cast<std::uint32_t>(geo_.natural(c / 16, c % 16));
+    }
+  }
 
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count) {
@@ -88,9 +93,10 @@ class DotHeadsInLanes {
       for (std::size_t g = 0; g < geo_.groups; ++g) qt[g * L + i] = groups[g];
       sq[i] = q.scale;
       offset[i] = static_cast<float>(q.offset);
+      const float* acc = st[i].acc;
       for (std::size_t c = 0; c < positions_; ++c) {
-        const std::size_t j = geo_.natural(c / 16, c % 16);
-        ot[c * L + i] = live && j < d ? st[i].acc[j] : 0.0f;
+        const std::uint32_t j = natural_.get()[c];
+        ot[c * L + i] = live && j < d ? acc[j] : 0.0f;
       }
       m_io[i] = live ? st[i].m : -kInf;
       l_io[i] = live ? st[i].l : 0.0f;
@@ -131,9 +137,10 @@ class DotHeadsInLanes {
       _mm512_store_ps(l_io + v * W, l[v]);
     }
     for (std::size_t i = 0; i < lanes; ++i) {
+      float* acc = st[i].acc;
       for (std::size_t c = 0; c < positions_; ++c) {
-        const std::size_t j = geo_.natural(c / 16, c % 16);
-        if (j < d) st[i].acc[j] = ot[c * L + i];
+        const std::uint32_t j = natural_.get()[c];
+        if (j < d) acc[j] = ot[c * L + i];
       }
       st[i].m = m_io[i];
       st[i].l = l_io[i];
@@ -321,6 +328,9 @@ class DotHeadsInLanes {
   std::size_t positions_;  // accumulator positions per query (head_dim padded, tile order)
   Scratch<A, std::int32_t> q_groups_, qt_, wt_, vt_;
   Scratch<A> ot_, s_, pads_;
+  // natural_[c]: the element of accumulator position c (DotGeometry::natural; ≥ d: padding),
+  // looked up once here rather than recomputed for every lane of every work item.
+  Scratch<A, std::uint32_t> natural_;
 };
 
 // The dot units' runners: queries in lanes where enough of them share a long key range,
