@@ -76,13 +76,15 @@ bool cpu_has(ComputeUnit unit) {
 }
 
 ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing) {
-  if (mode == ComputeMode::exact || isa != Isa::avx512 || sharing < kDotUnitMinSharing ||
-      !types.same()) {
+  if (mode == ComputeMode::exact || isa != Isa::avx512 || !types.same()) {
     return ComputeUnit::fp32_fma;
   }
   const KvDtype dtype = types.k;
-  if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8)) return ComputeUnit::vnni_int8;
-  if (dtype == KvDtype::bf16 && cpu_has(ComputeUnit::avx512_bf16) && bf16_dot_outruns_fma()) {
+  if (dtype == KvDtype::int8 && sharing >= kVnniMinSharing && cpu_has(ComputeUnit::vnni_int8)) {
+    return ComputeUnit::vnni_int8;
+  }
+  if (dtype == KvDtype::bf16 && sharing >= kBf16DotMinSharing &&
+      cpu_has(ComputeUnit::avx512_bf16) && bf16_dot_outruns_fma()) {
     return ComputeUnit::avx512_bf16;
   }
   return ComputeUnit::fp32_fma;

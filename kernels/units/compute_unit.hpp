@@ -26,11 +26,13 @@ ComputeMode parse_compute_mode(std::string_view name);
 
 // Query vectors that must share each key block for a dot unit to pay: its kernels transpose
 // and interleave every block once for all of them. Measured on AMD Zen 5 (Turin-like VM,
-// 32,768 tokens, d_head 128, warm cache), decode step against the widening kernel:
-//   1 query (MHA):  1.8× slower;
-//   4 (GQA-8):      int8 0.8–1.1×, bf16 0.8–1.0× (1 and 2 threads) — no gain;
-//   8, 16 (GQA-4, GQA-2): 1.6–2.6× faster; 32 (MQA): int8 2.8×, bf16 2.1× faster (2 threads).
-inline constexpr std::size_t kDotUnitMinSharing = 8;
+// d_head 128, 2 threads), decode step against the widening kernel:
+//   1 query (MHA):  1.8× slower (32,768 tokens, warm);
+//   4 (GQA-8):      int8 1.4× faster warm at 2,000 tokens (106–127 against 145–147 µs) and
+//                   1.04–1.16× cold at 2,000 and 32,768 (2026-12-01); bf16 0.8–1.0× — no gain;
+//   8, 16 (GQA-4, GQA-2): 1.6–2.6× faster; 32 (MQA): int8 2.8×, bf16 2.1× faster.
+inline constexpr std::size_t kVnniMinSharing = 4;
+inline constexpr std::size_t kBf16DotMinSharing = 8;
 
 // The unit attend() uses for a cache of `types` on `isa` in `mode` on this CPU, when
 // `sharing` query vectors read each key block (decode: heads per kv head; prefill: that
