@@ -124,22 +124,25 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
 template <class A, KvDtype D, ComputeUnit U>
 struct KeyRunner;
 
-// f32 caches read by W or more queries at once (MQA, wide GQA) put the queries in the lanes
-// (attention_heads_in_lanes.hpp); the rest run run_key_range.
+// Caches read by W or more queries at once (MQA, wide GQA, prefill tiles) put the queries in
+// the lanes (attention_heads_in_lanes.hpp; 16-bit and int8 rows widened once per block for
+// all of them); the rest run run_key_range.
 template <class A, KvDtype D>
 struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
+  static constexpr bool kLanes =
+      D == KvDtype::f32 || D == KvDtype::f16 || D == KvDtype::bf16 || D == KvDtype::int8;
   KeyRunner(std::size_t head_dim, std::size_t max_queries) {
-    if constexpr (D == KvDtype::f32) {
+    if constexpr (kLanes) {
       if (HeadsInLanes<A>::suits(max_queries, HeadsInLanes<A>::kMinKeys)) {
-        lanes.emplace(head_dim);
+        lanes.emplace(head_dim, D != KvDtype::f32);
       }
     }
   }
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
-    if constexpr (D == KvDtype::f32) {
-      if (lanes && direct && HeadsInLanes<A>::suits(count, t1 - t0)) {
-        return lanes->run(kv, kvh, t0, t1, st, count);
+    if constexpr (kLanes) {
+      if (lanes && HeadsInLanes<A>::suits(count, t1 - t0)) {
+        return lanes->template run<D>(kv, kvh, t0, t1, st, count);
       }
     }
     run_key_range<A, D>(kv, kvh, t0, t1, st, count, nv, direct, ws);

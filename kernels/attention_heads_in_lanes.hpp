@@ -13,6 +13,11 @@
 // vectors), and the online softmax runs lane-wise with no horizontal reduction. qᵀ and oᵀ are
 // transposed in and out once per call (run once per work item of thousands of keys).
 //
+// f16, bf16 and int8 caches (the exact path, fp32-fma) take the same kernel: each block's
+// visible rows are widened once into f32 tiles shared by all the lanes (exact conversions),
+// int8 scores are × the row's k_scale and its weights × v_scale after the running sum, as
+// the widening path does.
+//
 // Include only from ISA-flagged translation units (kernels/arch/).
 #include <cstddef>
 #include <limits>
@@ -81,25 +86,32 @@ class HeadsInLanes {
   // Worth it from W queries on, over ranges long enough to repay the transposes.
   static bool suits(std::size_t count, std::size_t keys) { return count >= W && keys >= kMinKeys; }
 
-  explicit HeadsInLanes(std::size_t head_dim)
-      : qt_(head_dim * kLanes), ot_(head_dim * kLanes), s_(kBlock * kLanes) {}
+  // tiles: room for a block of f32 rows widened from a 16-bit or int8 cache.
+  HeadsInLanes(std::size_t head_dim, bool tiles)
+      : qt_(head_dim * kLanes),
+        ot_(head_dim * kLanes),
+        s_(kBlock * kLanes),
+        tiles_(tiles ? 2 * kBlock * padded(head_dim) : 0) {}
 
-  // Query states st[0, count) attend to keys [t0, t1) of kv head kvh (f32 cache): the
-  // KeyRunner contract of attention_decode.hpp (st[i].q pre-scaled, keys after st[i].last_key
-  // never read for it).
+  // Query states st[0, count) attend to keys [t0, t1) of kv head kvh (cache of type D, both
+  // K and V): the KeyRunner contract of attention_decode.hpp (st[i].q pre-scaled, keys after
+  // st[i].last_key never read for it).
+  template <KvDtype D>
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count) {
     lane_passes<W>(count, [&]<int QV>(std::size_t first, std::size_t lanes) {
-      run_group<QV>(kv, kvh, t0, t1, st + first, lanes);
+      run_group<QV, D>(kv, kvh, t0, t1, st + first, lanes);
     });
   }
 
  private:
   static constexpr float kInf = std::numeric_limits<float>::infinity();
 
+  static std::size_t padded(std::size_t d) { return (d + W - 1) / W * W; }
+
   // One pass of up to QV·W queries (QV vectors of lanes; lanes past `lanes` are idle: q = 0,
   // every key visible, results dropped).
-  template <int QV>
+  template <int QV, KvDtype D>
   void run_group(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
                  std::size_t lanes) {
     constexpr std::size_t L = QV * W;  // floats per transposed row
@@ -128,13 +140,34 @@ class HeadsInLanes {
       const std::size_t rows = lane_visible_rows(st, lanes, L, b0, nb, visible);
       if (rows == 0) continue;
       const NextBlock next(kv, kvh, b0, nb, t1, kBlock);
-      const auto* k = reinterpret_cast<const float*>(kv.k_row(kvh, b0));
-      const auto* vr = reinterpret_cast<const float*>(kv.v_row(kvh, b0));
-      const auto* k_next = reinterpret_cast<const float*>(next.k);
-      const auto* v_next = reinterpret_cast<const float*>(next.v);
+      // f32: the cache rows themselves, the next block prefetched by the kernels; otherwise
+      // the visible rows widened into the tiles (widen_rows prefetches the next block).
+      const float *k, *vr, *k_next = nullptr, *v_next = nullptr;
+      const float *k_scale = nullptr, *v_scale = nullptr;
+      std::size_t stride = d, n_next = 0;
+      if constexpr (D == KvDtype::f32) {
+        k = reinterpret_cast<const float*>(kv.k_row(kvh, b0));
+        vr = reinterpret_cast<const float*>(kv.v_row(kvh, b0));
+        k_next = reinterpret_cast<const float*>(next.k);
+        v_next = reinterpret_cast<const float*>(next.v);
+        n_next = next.rows;
+      } else {
+        stride = padded(d);
+        float* k_tile = tiles_.get();
+        float* v_tile = k_tile + kBlock * stride;
+        widen_rows<A, D>(reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0)), d, rows, stride / W,
+                         k_tile, reinterpret_cast<const elem_t<D>*>(next.k), next.rows);
+        widen_rows<A, D>(reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0)), d, rows, stride / W,
+                         v_tile, reinterpret_cast<const elem_t<D>*>(next.v), next.rows);
+        k = k_tile, vr = v_tile;
+        if constexpr (D == KvDtype::int8) {
+          k_scale = kv.k_scales(kvh, b0);  // rows [0, rows) are read, all inside the cache
+          v_scale = kv.v_scales(kvh, b0);
+        }
+      }
 
       micro_tiles<kTile>(rows, [&]<std::size_t R>(std::size_t t) {
-        scores<QV, R>(k, d, t, qt, s, k_next, next.rows);
+        scores<QV, R>(k, d, stride, t, qt, s, k_next, n_next);
       });
 
       // Online softmax per lane: mask, block max, rescale factor, weights in place of s.
@@ -146,6 +179,7 @@ class HeadsInLanes {
       for (std::size_t r = 0; r < rows; ++r) {
         for (int v = 0; v < QV; ++v) {
           B x = B::load_aligned(s + r * L + v * W);
+          if (k_scale != nullptr) x *= B(k_scale[r]);
           x = xsimd::select(B(static_cast<float>(r)) < vis[v], x, B(-kInf));
           x.store_aligned(s + r * L + v * W);
           block_max[v] = xsimd::max(block_max[v], x);
@@ -162,15 +196,16 @@ class HeadsInLanes {
         sum[v] = B(0.0f);
         for (std::size_t r = 0; r < rows; ++r) {
           const B p = xsimd::exp(B::load_aligned(s + r * L + v * W) - base);
-          p.store_aligned(s + r * L + v * W);
           sum[v] += p;
+          (v_scale != nullptr ? p * B(v_scale[r]) : p).store_aligned(s + r * L + v * W);
         }
         l[v] = xsimd::fma(l[v], correction[v], sum[v]);
       }
 
       // The first tile prefetches the next block's value rows.
       micro_tiles<kTile>(d, [&]<std::size_t R>(std::size_t j) {
-        weighted_values<QV, R>(vr, d, rows, j, s, correction, ot, v_next, j == 0 ? next.rows : 0);
+        weighted_values<QV, R>(vr, d, stride, rows, j, s, correction, ot, v_next,
+                               j == 0 ? n_next : 0);
       });
     }
 
@@ -185,24 +220,24 @@ class HeadsInLanes {
     }
   }
 
-  // sᵀ[t0 + r] ← Σ_j k[t0 + r][j] · qᵀ[j] for the R rows of one micro-tile; prefetches the
-  // next block's rows of the same positions.
+  // sᵀ[t0 + r] ← Σ_j k[t0 + r][j] · qᵀ[j] for the R rows (`stride` floats apart) of one
+  // micro-tile; prefetches the next block's cache rows (of d floats) at the same positions.
   template <int QV, std::size_t R>
-  static void scores(const float* k, std::size_t d, std::size_t t0, const float* qt, float* s,
-                     const float* k_next, std::size_t n_next) {
+  static void scores(const float* k, std::size_t d, std::size_t stride, std::size_t t0,
+                     const float* qt, float* s, const float* k_next, std::size_t n_next) {
     constexpr std::size_t L = QV * W;
     B acc[R][QV];
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v] = B(0.0f);
       if (t0 + r < n_next) prefetch_row(k_next + (t0 + r) * d, d);
     }
-    const float* rows = k + t0 * d;
+    const float* rows = k + t0 * stride;
     for (std::size_t j = 0; j < d; ++j) {
       B q[QV];
       for (int v = 0; v < QV; ++v) q[v] = B::load_aligned(qt + j * L + v * W);
 #pragma GCC unroll 12
       for (std::size_t r = 0; r < R; ++r) {
-        const B x(rows[r * d + j]);
+        const B x(rows[r * stride + j]);
         for (int v = 0; v < QV; ++v) acc[r][v] = xsimd::fma(x, q[v], acc[r][v]);
       }
     }
@@ -212,11 +247,12 @@ class HeadsInLanes {
   }
 
   // oᵀ[j0 + i] ← oᵀ[j0 + i] · correction + Σ_{t < rows} v[t][j0 + i] · pᵀ[t] for the R value
-  // columns of one micro-tile; prefetches the next block's first n_next value rows.
+  // columns of one micro-tile (value rows `stride` floats apart); prefetches the next block's
+  // first n_next value rows of the cache (d floats each).
   template <int QV, std::size_t R>
-  static void weighted_values(const float* v, std::size_t d, std::size_t rows, std::size_t j0,
-                              const float* p, const B* correction, float* ot, const float* v_next,
-                              std::size_t n_next) {
+  static void weighted_values(const float* v, std::size_t d, std::size_t stride, std::size_t rows,
+                              std::size_t j0, const float* p, const B* correction, float* ot,
+                              const float* v_next, std::size_t n_next) {
     constexpr std::size_t L = QV * W;
     B acc[R][QV];
     for (std::size_t i = 0; i < R; ++i) {
@@ -231,7 +267,7 @@ class HeadsInLanes {
       for (int q = 0; q < QV; ++q) w[q] = B::load_aligned(p + t * L + q * W);
 #pragma GCC unroll 12
       for (std::size_t i = 0; i < R; ++i) {
-        const B x(col[t * d + i]);
+        const B x(col[t * stride + i]);
         for (int q = 0; q < QV; ++q) acc[i][q] = xsimd::fma(x, w[q], acc[i][q]);
       }
     }
@@ -240,7 +276,7 @@ class HeadsInLanes {
     }
   }
 
-  Scratch<A> qt_, ot_, s_;
+  Scratch<A> qt_, ot_, s_, tiles_;
 };
 
 }  // namespace kvscope::simd
