@@ -93,7 +93,7 @@ class DotHeadsInLanes {
       for (std::size_t g = 0; g < geo_.groups; ++g) qt[g * L + i] = groups[g];
       sq[i] = q.scale;
       offset[i] = static_cast<float>(q.offset);
-      const float* acc = st[i].acc;
+      const float* acc = live ? st[i].acc : nullptr;  // st[i] exists only for live lanes
       for (std::size_t c = 0; c < positions_; ++c) {
         const std::uint32_t j = natural_.get()[c];
         ot[c * L + i] = live && j < d ? acc[j] : 0.0f;
