@@ -179,7 +179,7 @@ class HeadsInLanes {
       for (std::size_t r = 0; r < rows; ++r) {
         for (int v = 0; v < QV; ++v) {
           B x = B::load_aligned(s + r * L + v * W);
-          if (k_scale != nullptr) x *= B(k_scale[r]);
+          if constexpr (D == KvDtype::int8) x *= B(k_scale[r]);
           x = xsimd::select(B(static_cast<float>(r)) < vis[v], x, B(-kInf));
           x.store_aligned(s + r * L + v * W);
           block_max[v] = xsimd::max(block_max[v], x);
@@ -197,7 +197,11 @@ class HeadsInLanes {
         for (std::size_t r = 0; r < rows; ++r) {
           const B p = xsimd::exp(B::load_aligned(s + r * L + v * W) - base);
           sum[v] += p;
-          (v_scale != nullptr ? p * B(v_scale[r]) : p).store_aligned(s + r * L + v * W);
+          if constexpr (D == KvDtype::int8) {
+            (p * B(v_scale[r])).store_aligned(s + r * L + v * W);
+          } else {
+            p.store_aligned(s + r * L + v * W);
+          }
         }
         l[v] = xsimd::fma(l[v], correction[v], sum[v]);
       }
