@@ -1,5 +1,6 @@
 #include "engine/memory.hpp"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -50,7 +51,20 @@ AlignedBuffer::AlignedBuffer(std::size_t bytes, std::string_view what)
   if (bytes_ < bytes) throw std::length_error(std::string(what) + " size overflows");
   require_memory(bytes_, what);
   if (bytes_ == 0) return;
-  data_.reset(static_cast<std::byte*>(std::aligned_alloc(kCacheLineBytes, bytes_)));
+  // Large buffers (KV caches, their cold copies, the read loop's) ask for 2 MiB pages before
+  // their first touch. Each 4 KiB page a step reads for the first time in a while costs a page
+  // walk (two-level under a hypervisor), and the walk holds up the prefetch that starts it.
+  // Measured on a Zen 5 VM, caches cycled cold: MQA int8 decode at 32,768 tokens 0.82 ms
+  // against 0.92-0.96 on 4 KiB pages, the plain read loop 57-75 GB/s against 28-36, and the
+  // report's setup (page faults over 3 GB) 3× shorter. With THP off ("never") this is a no-op.
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  if (bytes_ >= 2 * kHugePage) {
+    const std::size_t whole = (bytes_ + kHugePage - 1) / kHugePage * kHugePage;
+    data_.reset(static_cast<std::byte*>(std::aligned_alloc(kHugePage, whole)));
+    if (data_) ::madvise(data_.get(), whole, MADV_HUGEPAGE);
+  } else {
+    data_.reset(static_cast<std::byte*>(std::aligned_alloc(kCacheLineBytes, bytes_)));
+  }
   if (!data_) throw std::bad_alloc();
   std::memset(data_.get(), 0, bytes_);
 }
