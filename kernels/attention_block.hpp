@@ -47,6 +47,29 @@ inline void prefetch_row(const T* row, std::size_t elems) {
   for (std::size_t i = 0; i < elems * sizeof(T); i += 64) __builtin_prefetch(bytes + i, 0, 2);
 }
 
+// Prefetches [from, from + bytes) into L2 a 64-byte line per next(), so that a kernel can
+// spread a block's requests over its inner loop: issued all at once, they wait for free miss
+// buffers and stall the loop behind them (perf on Zen 5: ~10% of the f32 lanes kernel's time
+// sat on its prefetch instructions). rest() requests what the loop did not reach.
+class LinePrefetcher {
+ public:
+  LinePrefetcher(const void* from, std::size_t bytes)
+      : p_(static_cast<const char*>(from)), end_(p_ + (from ? bytes : 0)) {}
+  void next() {
+    if (p_ < end_) {
+      __builtin_prefetch(p_, 0, 2);
+      p_ += 64;
+    }
+  }
+  void rest() {
+    for (; p_ < end_; p_ += 64) __builtin_prefetch(p_, 0, 2);
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
 // What to prefetch while the block [b0, b0 + nb) of a key range ending at `end` computes: the
 // next block's rows (`rows` of them at k and v; 0 at the range's end), which the kernels
 // prefetch row by row, a block ahead. Not with pages shorter than a block: the next block of

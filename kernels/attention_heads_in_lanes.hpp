@@ -206,11 +206,12 @@ class HeadsInLanes {
         l[v] = xsimd::fma(l[v], correction[v], sum[v]);
       }
 
-      // The first tile prefetches the next block's value rows.
+      // The next block's value rows, a line per row step of every tile.
+      LinePrefetcher pf(v_next, n_next * d * sizeof(float));
       micro_tiles<kTile>(d, [&]<std::size_t R>(std::size_t j) {
-        weighted_values<QV, R>(vr, d, stride, rows, j, s, correction, ot, v_next,
-                               j == 0 ? n_next : 0);
+        weighted_values<QV, R>(vr, stride, rows, j, s, correction, ot, pf);
       });
+      pf.rest();
     }
 
     for (int v = 0; v < QV; ++v) {
@@ -225,7 +226,8 @@ class HeadsInLanes {
   }
 
   // sᵀ[t0 + r] ← Σ_j k[t0 + r][j] · qᵀ[j] for the R rows (`stride` floats apart) of one
-  // micro-tile; prefetches the next block's cache rows (of d floats) at the same positions.
+  // micro-tile; prefetches the next block's cache rows (of d floats) at the same positions, a
+  // line per step of j.
   template <int QV, std::size_t R>
   static void scores(const float* k, std::size_t d, std::size_t stride, std::size_t t0,
                      const float* qt, float* s, const float* k_next, std::size_t n_next) {
@@ -233,10 +235,12 @@ class HeadsInLanes {
     B acc[R][QV];
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v] = B(0.0f);
-      if (t0 + r < n_next) prefetch_row(k_next + (t0 + r) * d, d);
     }
+    const std::size_t ahead = t0 < n_next ? (n_next - t0 < R ? n_next - t0 : R) : 0;
+    LinePrefetcher pf(ahead ? k_next + t0 * d : nullptr, ahead * d * sizeof(float));
     const float* rows = k + t0 * stride;
     for (std::size_t j = 0; j < d; ++j) {
+      pf.next();
       B q[QV];
       for (int v = 0; v < QV; ++v) q[v] = B::load_aligned(qt + j * L + v * W);
 #pragma GCC unroll 12
@@ -245,18 +249,18 @@ class HeadsInLanes {
         for (int v = 0; v < QV; ++v) acc[r][v] = xsimd::fma(x, q[v], acc[r][v]);
       }
     }
+    pf.rest();
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v].store_aligned(s + (t0 + r) * L + v * W);
     }
   }
 
   // oᵀ[j0 + i] ← oᵀ[j0 + i] · correction + Σ_{t < rows} v[t][j0 + i] · pᵀ[t] for the R value
-  // columns of one micro-tile (value rows `stride` floats apart); prefetches the next block's
-  // first n_next value rows of the cache (d floats each).
+  // columns of one micro-tile (value rows `stride` floats apart); pf takes a line of the next
+  // block's value rows per row step.
   template <int QV, std::size_t R>
-  static void weighted_values(const float* v, std::size_t d, std::size_t stride, std::size_t rows,
-                              std::size_t j0, const float* p, const B* correction, float* ot,
-                              const float* v_next, std::size_t n_next) {
+  static void weighted_values(const float* v, std::size_t stride, std::size_t rows, std::size_t j0,
+                              const float* p, const B* correction, float* ot, LinePrefetcher& pf) {
     constexpr std::size_t L = QV * W;
     B acc[R][QV];
     for (std::size_t i = 0; i < R; ++i) {
@@ -266,7 +270,7 @@ class HeadsInLanes {
     }
     const float* col = v + j0;
     for (std::size_t t = 0; t < rows; ++t) {
-      if (t < n_next) prefetch_row(v_next + t * d, d);
+      pf.next();
       B w[QV];
       for (int q = 0; q < QV; ++q) w[q] = B::load_aligned(p + t * L + q * W);
 #pragma GCC unroll 12

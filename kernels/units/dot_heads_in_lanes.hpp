@@ -172,12 +172,15 @@ class DotHeadsInLanes {
     Acc acc[R][QV];
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v] = zero();
-      if (t0 + r < n_next) prefetch_row(k_next + (t0 + r) * row_bytes, row_bytes);
     }
+    // A line of the next block's same rows per group step (LinePrefetcher).
+    const std::size_t ahead = t0 < n_next ? (n_next - t0 < R ? n_next - t0 : R) : 0;
+    LinePrefetcher pf(ahead ? k_next + t0 * row_bytes : nullptr, ahead * row_bytes);
     const std::uint8_t* rows = k + t0 * row_bytes;
     // int8 keys enter vpdpbusd as the unsigned operand, k + 128.
     const __m512i bias = _mm512_set1_epi32(D == KvDtype::int8 ? static_cast<int>(0x80808080u) : 0);
     const auto step = [&](std::size_t g, const std::int32_t* group) {
+      pf.next();
       __m512i q[QV];
       for (int v = 0; v < QV; ++v) q[v] = _mm512_load_si512(qt_.get() + g * L + v * W);
 #pragma GCC unroll 12
@@ -200,6 +203,7 @@ class DotHeadsInLanes {
       }
       step(whole, group);
     }
+    pf.rest();
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) {
         __m512 sc;

@@ -82,13 +82,13 @@ template <KvDtype D>
 void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& geo, std::int32_t* kt,
                     const std::byte* k_next, std::size_t n_next) {
   const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  // The next block's rows a line per row segment loaded (LinePrefetcher), the rest at the end.
+  LinePrefetcher pf(k_next, n_next * geo.row_bytes);
   for (std::size_t t0 = 0; t0 < nb; t0 += 16) {
-    for (std::size_t r = t0; r < t0 + 16 && r < n_next; ++r) {
-      prefetch_row(k_next + r * geo.row_bytes, geo.row_bytes);
-    }
     for (std::size_t seg = 0; seg < geo.segments; ++seg) {
       __m512i rows[16];
       for (std::size_t i = 0; i < 16; ++i) {
+        pf.next();
         rows[i] = t0 + i < nb ? load_segment(k + (t0 + i) * geo.row_bytes, geo.row_bytes, seg)
                               : _mm512_setzero_si512();
       }
@@ -99,6 +99,7 @@ void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& ge
       }
     }
   }
+  pf.rest();
 }
 
 // vt[(rg · acc_vectors + v) · 16 + lane] ← rows E·rg … E·rg + E − 1 (E = kValueRows)
@@ -109,14 +110,14 @@ void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
                        const DotGeometry<D>& geo, std::int32_t* vt, const std::byte* v_next,
                        std::size_t n_next) {
   constexpr std::size_t E = DotGeometry<D>::kValueRows;
+  // The next block's rows a line per row segment loaded (LinePrefetcher), the rest at the end.
+  LinePrefetcher pf(v_next, n_next * geo.row_bytes);
   const auto row = [&](std::size_t t, std::size_t seg) {
+    pf.next();
     return t < nb ? load_segment(v + t * geo.row_bytes, geo.row_bytes, seg)
                   : _mm512_setzero_si512();
   };
   for (std::size_t rg = 0; rg * E < n_rows; ++rg) {
-    for (std::size_t r = rg * E; r < rg * E + E && r < n_next; ++r) {
-      prefetch_row(v_next + r * geo.row_bytes, geo.row_bytes);
-    }
     auto* out = reinterpret_cast<__m512i*>(vt + rg * geo.acc_vectors * 16);
     for (std::size_t seg = 0; seg < geo.segments; ++seg) {
       __m512i* o = out + seg * E;
@@ -136,6 +137,7 @@ void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
       }
     }
   }
+  pf.rest();
 }
 
 }  // namespace kvscope::simd
