@@ -46,13 +46,17 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
       const elem_t<D>* kp[KM];
       for (std::size_t ki = 0; ki < KM; ++ki) {
         kp[ki] = blk.k + (k0 + ki < n_max ? k0 + ki : 0) * blk.stride;
-        if (q0 == 0 && k0 + ki < blk.n_next) {
-          prefetch_row(blk.k_next + (k0 + ki) * blk.stride, blk.stride);
-        }
       }
+      // The first query tile prefetches the next block's same rows, spread over the chunks.
+      const std::size_t ahead =
+          q0 == 0 && k0 < blk.n_next ? (blk.n_next - k0 < KM ? blk.n_next - k0 : KM) : 0;
+      const std::size_t ahead_bytes = ahead * blk.stride * sizeof(elem_t<D>);
+      LinePrefetcher pf(ahead ? blk.k_next + k0 * blk.stride : nullptr, ahead_bytes);
+      const std::size_t lines_per_chunk = (ahead_bytes / 64 + nv - 1) / nv;
       B parts[W];
       for (std::size_t j = 0; j < W; ++j) parts[j] = B(0.0f);
       for (std::size_t c = 0; c < nv; ++c) {
+        for (std::size_t i = 0; i < lines_per_chunk; ++i) pf.next();
         B qc[QM], kc[KM];
         for (std::size_t qi = 0; qi < QM; ++qi) qc[qi] = B::load_aligned(qp[qi] + c * W);
         for (std::size_t ki = 0; ki < KM; ++ki) kc[ki] = load_elems<D, A>(kp[ki] + c * W);
@@ -62,6 +66,7 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
           part = xsimd::fma(qc[j / KM], kc[j % KM], part);
         }
       }
+      pf.rest();
       alignas(64) float lanes[W];
       xsimd::haddp(parts).store_aligned(lanes);
       for (std::size_t qi = 0; qi < QM && q0 + qi < count; ++qi) {
@@ -86,8 +91,7 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
 // load feeds Q FMAs (p is 0 past a query's visible rows, so one n serves all).
 template <class A, KvDtype D, int NV, int Q>
 void multi_pv_group(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
-                    std::size_t c0, float* const* acc, const elem_t<D>* v_next,
-                    std::size_t n_next) {
+                    std::size_t c0, float* const* acc, LinePrefetcher& pf) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   B a[Q][NV];
@@ -102,9 +106,9 @@ void multi_pv_group(const float* const* p, const elem_t<D>* v, std::size_t strid
 #pragma GCC unroll 4
     for (int q = 0; q < Q; ++q) w[q] = B(p[q][t]);
     const elem_t<D>* row = col + t * stride;
-    if (t < n_next) prefetch_row(v_next + t * stride, stride);
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) {
+      pf.next();
       const B x = load_elems<D, A>(row + j * W);
 #pragma GCC unroll 4
       for (int q = 0; q < Q; ++q) a[q][j] = xsimd::fma(w[q], x, a[q][j]);
@@ -118,30 +122,23 @@ void multi_pv_group(const float* const* p, const elem_t<D>* v, std::size_t strid
 }
 
 // Q queries' p·V over all nv value chunks, in register groups of NV = PV_NV · 2 / Q, …, 1
-// vectors (Q · NV accumulators). v_next: rows [0, n_next) to prefetch, first group only.
+// vectors (Q · NV accumulators). v_next: rows [0, n_next) to prefetch, a line per value
+// chunk loaded (LinePrefetcher).
 template <class A, KvDtype D, int Q>
 void multi_pv(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
               std::size_t nv, float* const* acc, const elem_t<D>* v_next, std::size_t n_next) {
   constexpr int NV = MultiTile<A>::PV_NV * 2 / Q;
+  LinePrefetcher pf(v_next, n_next * stride * sizeof(elem_t<D>));
   std::size_t c = 0;
-  for (; c + NV <= nv; c += NV, n_next = 0) {
-    multi_pv_group<A, D, NV, Q>(p, v, stride, n, c, acc, v_next, n_next);
-  }
+  for (; c + NV <= nv; c += NV) multi_pv_group<A, D, NV, Q>(p, v, stride, n, c, acc, pf);
   if constexpr (NV > 4) {
-    if (c + 4 <= nv) {
-      multi_pv_group<A, D, 4, Q>(p, v, stride, n, c, acc, v_next, n_next);
-      c += 4, n_next = 0;
-    }
+    if (c + 4 <= nv) multi_pv_group<A, D, 4, Q>(p, v, stride, n, c, acc, pf), c += 4;
   }
   if constexpr (NV > 2) {
-    if (c + 2 <= nv) {
-      multi_pv_group<A, D, 2, Q>(p, v, stride, n, c, acc, v_next, n_next);
-      c += 2, n_next = 0;
-    }
+    if (c + 2 <= nv) multi_pv_group<A, D, 2, Q>(p, v, stride, n, c, acc, pf), c += 2;
   }
-  for (; c < nv; ++c, n_next = 0) {
-    multi_pv_group<A, D, 1, Q>(p, v, stride, n, c, acc, v_next, n_next);
-  }
+  for (; c < nv; ++c) multi_pv_group<A, D, 1, Q>(p, v, stride, n, c, acc, pf);
+  pf.rest();
 }
 
 // Query states st[0, count) attend to one key block. s, p: scratch of count × s_stride
