@@ -125,11 +125,15 @@ class DotHeadsInLanes {
 
       __m512 correction[QV], w_scale[QV];
       softmax_pack<QV>(s, rows, visible, v_scale, m, l, correction, w_scale);
-      interleave_values<D>(kv.v_row(kvh, b0), nb, rows, geo_, vt_.get(), next.v, next.rows);
+      interleave_values<D>(kv.v_row(kvh, b0), nb, rows, geo_, vt_.get(), nullptr, 0);
+      // The next block's value rows, a line per row-group step of p·V: spread over the
+      // block's longest phase (prefetched while interleaving, they arrived too late).
+      LinePrefetcher pf(next.v, next.rows * geo_.row_bytes);
       const std::size_t n_groups = (rows + Geo::kValueRows - 1) / Geo::kValueRows;
       micro_tiles<kTile>(positions_, [&]<std::size_t R>(std::size_t c) {
-        weighted_values<QV, R>(c, n_groups, correction, w_scale, ot);
+        weighted_values<QV, R>(c, n_groups, correction, w_scale, ot, pf);
       });
+      pf.rest();
     }
 
     for (int v = 0; v < QV; ++v) {
@@ -294,16 +298,17 @@ class DotHeadsInLanes {
   }
 
   // oᵀ[c0 + c] ← oᵀ · correction + w_scale · Σ_rg dot(wt[rg], vt[rg][c0 + c]) for the R value
-  // positions of one micro-tile.
+  // positions of one micro-tile; pf takes a line per row group.
   template <int QV, std::size_t R>
   void weighted_values(std::size_t c0, std::size_t n_groups, const __m512* correction,
-                       const __m512* w_scale, float* ot) const {
+                       const __m512* w_scale, float* ot, LinePrefetcher& pf) const {
     constexpr std::size_t L = QV * W;
     Acc sum[R][QV];
     for (std::size_t c = 0; c < R; ++c) {
       for (int v = 0; v < QV; ++v) sum[c][v] = zero();
     }
     for (std::size_t rg = 0; rg < n_groups; ++rg) {
+      pf.next();
       __m512i w[QV];
       for (int v = 0; v < QV; ++v) w[v] = _mm512_load_si512(wt_.get() + rg * L + v * W);
       const std::int32_t* col = vt_.get() + rg * positions_ + c0;
