@@ -44,24 +44,53 @@ std::uint64_t peak_rss_bytes() {
   return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-void FreeDeleter::operator()(void* p) const noexcept { std::free(p); }
+void BufferDeleter::operator()(void* p) const noexcept {
+  if (mapped_bytes > 0) {
+    ::munmap(p, mapped_bytes);
+  } else {
+    std::free(p);
+  }
+}
+
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+// `bytes` (a multiple of kHugePage) of fresh anonymous memory at a 2 MiB boundary, asked for
+// as huge pages; nullptr when the mapping fails.
+std::byte* map_huge_aligned(std::size_t bytes) {
+  const std::size_t span = bytes + kHugePage;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  auto* base = static_cast<std::byte*>(raw);
+  const std::size_t head =
+      (kHugePage - reinterpret_cast<std::uintptr_t>(base) % kHugePage) % kHugePage;
+  if (head > 0) ::munmap(base, head);
+  ::munmap(base + head + bytes, kHugePage - head);  // the tail past the aligned range
+  ::madvise(base + head, bytes, MADV_HUGEPAGE);
+  return base + head;
+}
+
+}  // namespace
 
 AlignedBuffer::AlignedBuffer(std::size_t bytes, std::string_view what)
     : bytes_(round_up_to_cache_line(bytes)) {
   if (bytes_ < bytes) throw std::length_error(std::string(what) + " size overflows");
   require_memory(bytes_, what);
   if (bytes_ == 0) return;
-  // Large buffers (KV caches, their cold copies, the read loop's) ask for 2 MiB pages before
-  // their first touch. Each 4 KiB page a step reads for the first time in a while costs a page
-  // walk (two-level under a hypervisor), and the walk holds up the prefetch that starts it.
-  // Measured on a Zen 5 VM, caches cycled cold: MQA int8 decode at 32,768 tokens 0.82 ms
-  // against 0.92-0.96 on 4 KiB pages, the plain read loop 57-75 GB/s against 28-36, and the
-  // report's setup (page faults over 3 GB) 3× shorter. With THP off ("never") this is a no-op.
-  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  // Large buffers (KV caches, their cold copies, the read loop's) are mapped on their own and
+  // ask for 2 MiB pages before their first touch. Each 4 KiB page a step reads for the first
+  // time in a while costs a page walk (two-level under a hypervisor), and the walk holds up
+  // the prefetch that starts it. Measured on a Zen 5 VM, caches cycled cold: MQA int8 decode
+  // at 32,768 tokens 0.82 ms against 0.92-0.96 on 4 KiB pages, the plain read loop 57-75 GB/s
+  // against 28-36, and the report's setup (page faults over 3 GB) 3× shorter. Their own
+  // mapping, not malloc's heap: a huge-page range left in the heap after a free made later
+  // small allocations at its top fault in (and zero) 2 MiB pages inside timed steps, up to
+  // 12× slower report rows. With THP off ("never") the advice is a no-op.
   if (bytes_ >= 2 * kHugePage) {
     const std::size_t whole = (bytes_ + kHugePage - 1) / kHugePage * kHugePage;
-    data_.reset(static_cast<std::byte*>(std::aligned_alloc(kHugePage, whole)));
-    if (data_) ::madvise(data_.get(), whole, MADV_HUGEPAGE);
+    data_ =
+        std::unique_ptr<std::byte, BufferDeleter>(map_huge_aligned(whole), BufferDeleter{whole});
   } else {
     data_.reset(static_cast<std::byte*>(std::aligned_alloc(kCacheLineBytes, bytes_)));
   }

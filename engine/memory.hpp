@@ -25,7 +25,9 @@ void require_memory(std::uint64_t bytes, std::string_view what);
 // The peak resident set size of this process so far, in bytes.
 std::uint64_t peak_rss_bytes();
 
-struct FreeDeleter {
+// Frees an AlignedBuffer's storage: munmap for the large ones mapped on their own, else free.
+struct BufferDeleter {
+  std::size_t mapped_bytes = 0;
   void operator()(void* p) const noexcept;
 };
 
@@ -54,7 +56,7 @@ class AlignedBuffer {
   }
 
  private:
-  std::unique_ptr<std::byte, FreeDeleter> data_;
+  std::unique_ptr<std::byte, BufferDeleter> data_;
   std::size_t bytes_ = 0;
 };
 
