@@ -82,7 +82,12 @@ class DotHeadsInLanes {
     std::int32_t* groups = q_groups_.get();
     DotQuery q;
     q.groups = groups;
+    // The first block is requested while the queries are packed (HeadsInLanes::run_group).
+    const std::size_t first_rows = kv.block_rows(t0, t1, kDotBlock);
+    LinePrefetcher first_k(kv.k_row(kvh, t0), first_rows * kv.k_row_bytes());
+    LinePrefetcher first_v(kv.v_row(kvh, t0), first_rows * kv.v_row_bytes());
     for (std::size_t i = 0; i < L; ++i) {
+      for (int x = 0; x < 8; ++x) first_k.next(), first_v.next();
       const bool live = i < lanes;
       if (live) {
         pack_query<D>(st[i].q, geo_, q);
@@ -101,6 +106,7 @@ class DotHeadsInLanes {
       m_io[i] = live ? st[i].m : -kInf;
       l_io[i] = live ? st[i].l : 0.0f;
     }
+    first_k.rest(), first_v.rest();
     __m512 m[QV], l[QV];
     for (int v = 0; v < QV; ++v) {
       m[v] = _mm512_load_ps(m_io + v * W);
