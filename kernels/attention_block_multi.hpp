@@ -48,11 +48,9 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
         kp[ki] = blk.k + (k0 + ki < n_max ? k0 + ki : 0) * blk.stride;
       }
       // The first query tile prefetches the next block's same rows, spread over the chunks.
-      const std::size_t ahead =
-          q0 == 0 && k0 < blk.n_next ? (blk.n_next - k0 < KM ? blk.n_next - k0 : KM) : 0;
-      const std::size_t ahead_bytes = ahead * blk.stride * sizeof(elem_t<D>);
-      LinePrefetcher pf(ahead ? blk.k_next + k0 * blk.stride : nullptr, ahead_bytes);
-      const std::size_t lines_per_chunk = (ahead_bytes / 64 + nv - 1) / nv;
+      auto pf = LinePrefetcher::rows(blk.k_next, blk.stride * sizeof(elem_t<D>), k0, KM,
+                                     q0 == 0 ? blk.n_next : 0);
+      const std::size_t lines_per_chunk = (pf.lines_left() + nv - 1) / nv;
       B parts[W];
       for (std::size_t j = 0; j < W; ++j) parts[j] = B(0.0f);
       for (std::size_t c = 0; c < nv; ++c) {

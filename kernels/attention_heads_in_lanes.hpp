@@ -120,23 +120,18 @@ class HeadsInLanes {
     float* ot = ot_.get();
     float* s = s_.get();
     alignas(64) float m_in[L], l_in[L], visible[L];
-    // The first block is requested while the queries are transposed: the kernels prefetch
-    // only from block to block, and a work item's first block otherwise waits on memory
-    // (an eighth of the keys in MQA decode at 2,000 tokens, items of 256 keys).
-    const std::size_t first_rows = kv.block_rows(t0, t1, kBlock);
-    LinePrefetcher first_k(kv.k_row(kvh, t0), first_rows * kv.k_row_bytes());
-    LinePrefetcher first_v(kv.v_row(kvh, t0), first_rows * kv.v_row_bytes());
+    FirstBlockPrefetch first(kv, kvh, t0, t1, kBlock);  // while the queries are transposed
     for (std::size_t i = 0; i < L; ++i) {
       const bool live = i < lanes;
       for (std::size_t j = 0; j < d; ++j) {
-        if (j % 8 == 0) first_k.next(), first_v.next();
+        if (j % 8 == 0) first.next();
         qt[j * L + i] = live ? st[i].q[j] : 0.0f;
         ot[j * L + i] = live ? st[i].acc[j] : 0.0f;
       }
       m_in[i] = live ? st[i].m : -kInf;
       l_in[i] = live ? st[i].l : 0.0f;
     }
-    first_k.rest(), first_v.rest();
+    first.rest();
     B m[QV], l[QV];
     for (int v = 0; v < QV; ++v) {
       m[v] = B::load_aligned(m_in + v * W);
@@ -244,8 +239,7 @@ class HeadsInLanes {
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v] = B(0.0f);
     }
-    const std::size_t ahead = t0 < n_next ? (n_next - t0 < R ? n_next - t0 : R) : 0;
-    LinePrefetcher pf(ahead ? k_next + t0 * d : nullptr, ahead * d * sizeof(float));
+    auto pf = LinePrefetcher::rows(k_next, d * sizeof(float), t0, R, n_next);
     const float* rows = k + t0 * stride;
     for (std::size_t j = 0; j < d; ++j) {
       pf.next();

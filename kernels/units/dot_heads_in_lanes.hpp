@@ -82,12 +82,9 @@ class DotHeadsInLanes {
     std::int32_t* groups = q_groups_.get();
     DotQuery q;
     q.groups = groups;
-    // The first block is requested while the queries are packed (HeadsInLanes::run_group).
-    const std::size_t first_rows = kv.block_rows(t0, t1, kDotBlock);
-    LinePrefetcher first_k(kv.k_row(kvh, t0), first_rows * kv.k_row_bytes());
-    LinePrefetcher first_v(kv.v_row(kvh, t0), first_rows * kv.v_row_bytes());
+    FirstBlockPrefetch first(kv, kvh, t0, t1, kDotBlock);  // while the queries are packed
     for (std::size_t i = 0; i < L; ++i) {
-      for (int x = 0; x < 8; ++x) first_k.next(), first_v.next();
+      for (int x = 0; x < 8; ++x) first.next();
       const bool live = i < lanes;
       if (live) {
         pack_query<D>(st[i].q, geo_, q);
@@ -106,7 +103,7 @@ class DotHeadsInLanes {
       m_io[i] = live ? st[i].m : -kInf;
       l_io[i] = live ? st[i].l : 0.0f;
     }
-    first_k.rest(), first_v.rest();
+    first.rest();
     __m512 m[QV], l[QV];
     for (int v = 0; v < QV; ++v) {
       m[v] = _mm512_load_ps(m_io + v * W);
@@ -183,9 +180,8 @@ class DotHeadsInLanes {
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v] = zero();
     }
-    // A line of the next block's same rows per group step (LinePrefetcher).
-    const std::size_t ahead = t0 < n_next ? (n_next - t0 < R ? n_next - t0 : R) : 0;
-    LinePrefetcher pf(ahead ? k_next + t0 * row_bytes : nullptr, ahead * row_bytes);
+    // A line of the next block's same rows per group step.
+    auto pf = LinePrefetcher::rows(k_next, row_bytes, t0, R, n_next);
     const std::uint8_t* rows = k + t0 * row_bytes;
     // int8 keys enter vpdpbusd as the unsigned operand, k + 128.
     const __m512i bias = _mm512_set1_epi32(D == KvDtype::int8 ? static_cast<int>(0x80808080u) : 0);
