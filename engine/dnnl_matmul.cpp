@@ -76,6 +76,19 @@ void DnnlMatmul::multiply_bf16(const std::uint16_t* x, const std::uint16_t* w, s
   impl_->run(impl_->get(m, k, n, n, true), x, w, y, threads);
 }
 
+bool DnnlMatmul::has_bf16() {
+  static const bool available = [] {
+    try {
+      DnnlMatmul probe;
+      probe.impl_->get(16, 64, 64, 64, true);
+      return true;
+    } catch (const std::runtime_error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
 std::size_t DnnlMatmul::cached_primitives() const { return impl_->primitives.size(); }
 
 std::string DnnlMatmul::implementation(std::size_t m, std::size_t k, std::size_t n, bool bf16) {

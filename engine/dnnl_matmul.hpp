@@ -25,9 +25,13 @@ class DnnlMatmul {
                 float* y, int threads, std::size_t ldy = 0);
 
   // x and W as bf16 bit patterns, y in f32: the CPU's bf16 units (AVX512-BF16, AMX-BF16)
-  // where oneDNN finds them.
+  // where oneDNN finds them. Throws std::runtime_error where has_bf16() is false.
   void multiply_bf16(const std::uint16_t* x, const std::uint16_t* w, std::size_t m, std::size_t k,
                      std::size_t n, float* y, int threads);
+
+  // Whether oneDNN has a bf16 matmul on this CPU: oneDNN 2.6 has none below AVX-512
+  // (avx512_core), e.g. on AMD Zen 3 or an AVX2 laptop. Probed once with a small primitive.
+  static bool has_bf16();
 
   // Primitives created so far (one per distinct shape and type).
   std::size_t cached_primitives() const;

@@ -46,7 +46,8 @@ void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, fl
   if (w.dtype == WeightDtype::f32) {
     return dnnl_.multiply(x, static_cast<const float*>(w.data), m, w.cols, w.rows, y, threads_);
   }
-  if (w.dtype == WeightDtype::bf16 && compute_ == ComputeMode::fast) {
+  // Without a bf16 matrix unit (oneDNN has no bf16 matmul below AVX-512) fast runs exact.
+  if (w.dtype == WeightDtype::bf16 && compute_ == ComputeMode::fast && DnnlMatmul::has_bf16()) {
     if (m <= kSmallBatchRows && isa_ == Isa::avx512 && cpu_features().avx512_bf16) {
       return gemm_bf16_dot(x, m, w, y, threads_);
     }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -74,8 +76,10 @@ TEST_P(Projector, EveryPathAgrees) {
   for (std::size_t m : {1, 6}) {
     std::vector<float> x(m * k);
     fill_uniform(x, 1, -1.0f, 1.0f);
-    // m = 1 (decode) rounds x too where the GEMV runs on AVX512-BF16 (gemv_bf16_dot.hpp).
-    const bool bf16_unit = m > 1 || (isa == Isa::avx512 && cpu_features().avx512_bf16);
+    // m > 1 rounds x where oneDNN has a bf16 matmul (elsewhere fast runs exact); m = 1
+    // (decode) where the GEMV runs on AVX512-BF16 (gemv_bf16_dot.hpp).
+    const bool bf16_unit = (m > 1 && DnnlMatmul::has_bf16()) ||
+                           (isa == Isa::avx512 && cpu_features().avx512_bf16);
     const bool rounds_x = bf16_unit && isa != Isa::scalar && dtype == WeightDtype::bf16 &&
                           compute == ComputeMode::fast;
     std::vector<float> x_seen = x;
@@ -95,6 +99,18 @@ TEST_P(Projector, EveryPathAgrees) {
     if (isa == Isa::scalar) {
       EXPECT_EQ(project.dnnl().cached_primitives(), 0u);
     }
+  }
+}
+
+// oneDNN 2.6 has bf16 matmuls from AVX-512 (avx512_core, emulated without AVX512-BF16) and
+// none below: the fast path's fallback to exact must fire on AVX2-only CPUs and only there.
+TEST(DnnlMatmul, HasBf16ExactlyWhereTheCpuHasAvx512) {
+  EXPECT_EQ(DnnlMatmul::has_bf16(), cpu_supports(Isa::avx512));
+  if (!DnnlMatmul::has_bf16()) {
+    DnnlMatmul dnnl;
+    const std::vector<std::uint16_t> x(2 * 8), w(8 * 8);
+    std::vector<float> y(2 * 8);
+    EXPECT_THROW(dnnl.multiply_bf16(x.data(), w.data(), 2, 8, 8, y.data(), 1), std::runtime_error);
   }
 }
 
