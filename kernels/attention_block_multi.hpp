@@ -26,20 +26,19 @@ struct MultiTile {
   static constexpr int PV_NV = W >= 16 ? 8 : 4;  // value chunks per p·V pass (registers)
 };
 
-// One score micro-tile: queries [q0, q0 + QM) (fewer at the tail: the last repeated) × the
-// keys [k0, k0 + W / QM) of the block, W partial-sum vectors (lanes along head_dim) reduced by
+// One score micro-tile: queries [q0, q0 + QM) (all active) × the keys [k0, k0 + W / QM) of
+// the block, W partial-sum vectors (lanes along head_dim) reduced by
 // a single haddp into the tile's W scores, written to s.
 template <class A, KvDtype D, std::size_t QM>
-void score_tile(QueryState* const* st, const std::size_t* n, std::size_t count, std::size_t q0,
+void score_tile(QueryState* const* st, const std::size_t* n, std::size_t q0,
                 const KeyBlock<D>& blk, std::size_t nv, float* s, std::size_t s_stride) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size, KM = W / QM;
   const float* qp[QM];
   std::size_t n_max = 0;
   for (std::size_t qi = 0; qi < QM; ++qi) {
-    const std::size_t i = q0 + qi < count ? q0 + qi : count - 1;  // tail: repeat the last
-    qp[qi] = st[i]->q;
-    n_max = n[i] > n_max ? n[i] : n_max;
+    qp[qi] = st[q0 + qi]->q;
+    n_max = n[q0 + qi] > n_max ? n[q0 + qi] : n_max;
   }
   for (std::size_t k0 = 0; k0 < n_max; k0 += KM) {
     const elem_t<D>* kp[KM];
@@ -66,7 +65,7 @@ void score_tile(QueryState* const* st, const std::size_t* n, std::size_t count, 
     pf.rest();
     alignas(64) float lanes[W];
     xsimd::haddp(parts).store_aligned(lanes);
-    for (std::size_t qi = 0; qi < QM && q0 + qi < count; ++qi) {
+    for (std::size_t qi = 0; qi < QM; ++qi) {
       float* row = s + (q0 + qi) * s_stride + k0;
       for (std::size_t ki = 0; ki < KM; ++ki) row[ki] = lanes[qi * KM + ki];
     }
@@ -85,9 +84,9 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
   alignas(64) static constexpr float kLane[16] = {0, 1, 2,  3,  4,  5,  6,  7,
                                                   8, 9, 10, 11, 12, 13, 14, 15};
   std::size_t q0 = 0;
-  for (; q0 + 4 <= count; q0 += 4) score_tile<A, D, 4>(st, n, count, q0, blk, nv, s, s_stride);
-  if (q0 + 2 <= count) score_tile<A, D, 2>(st, n, count, q0, blk, nv, s, s_stride), q0 += 2;
-  if (q0 < count) score_tile<A, D, 1>(st, n, count, q0, blk, nv, s, s_stride);
+  for (; q0 + 4 <= count; q0 += 4) score_tile<A, D, 4>(st, n, q0, blk, nv, s, s_stride);
+  if (q0 + 2 <= count) score_tile<A, D, 2>(st, n, q0, blk, nv, s, s_stride), q0 += 2;
+  if (q0 < count) score_tile<A, D, 1>(st, n, q0, blk, nv, s, s_stride);
   for (std::size_t i = 0; i < count; ++i) {
     float* row = s + i * s_stride;
     for (std::size_t r = 0; r < n[i]; r += W) {
