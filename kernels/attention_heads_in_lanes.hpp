@@ -99,6 +99,7 @@ class HeadsInLanes {
         ot_(pass_floats_ * max_passes_),
         ml_(2 * kLanes * max_passes_),
         visible_(kLanes * max_passes_),
+        pass_rows_(max_passes_),
         s_(kBlock * kLanes),
         tiles_(tiles ? 2 * kBlock * padded(head_dim) : 0) {}
 
@@ -127,10 +128,11 @@ class HeadsInLanes {
 
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.block_rows(b0, t1, kBlock);
-      std::size_t rows = 0;
+      std::size_t rows = 0;  // the most rows any pass sees; pass_rows_: each pass's most
       for (std::size_t pass = 0; pass < passes; ++pass) {
         const std::size_t seen = lane_visible_rows(st + pass * kLanes, lanes_of(pass), kLanes, b0,
                                                    nb, visible_.get() + pass * kLanes);
+        pass_rows_.get()[pass] = seen;
         rows = seen > rows ? seen : rows;
       }
       if (rows == 0) continue;
@@ -163,14 +165,9 @@ class HeadsInLanes {
         }
       }
       for (std::size_t pass = 0; pass < passes; ++pass) {
-        const std::size_t lanes = lanes_of(pass);
-        std::size_t pass_rows = 0;  // the most rows this pass's live lanes see
-        for (std::size_t i = 0; i < lanes; ++i) {
-          const auto seen = static_cast<std::size_t>(visible_.get()[pass * kLanes + i]);
-          pass_rows = seen > pass_rows ? seen : pass_rows;
-        }
+        const std::size_t pass_rows = pass_rows_.get()[pass];
         if (pass_rows == 0) continue;
-        if (lanes > W) {
+        if (lanes_of(pass) > W) {
           block_pass<2, D>(blk, d, pass_rows, pass);
         } else {
           block_pass<1, D>(blk, d, pass_rows, pass);
@@ -358,7 +355,9 @@ class HeadsInLanes {
   }
 
   std::size_t max_passes_, pass_floats_;
-  Scratch<A> qt_, ot_, ml_, visible_, s_, tiles_;
+  Scratch<A> qt_, ot_, ml_, visible_;
+  Scratch<A, std::size_t> pass_rows_;
+  Scratch<A> s_, tiles_;
 };
 
 }  // namespace kvscope::simd
