@@ -3,8 +3,9 @@
 // int4) and ISA, on 2 threads.
 // Beside each shape: the read loop over the same number of bytes (the bandwidth ceiling).
 // Counters: bytes/s of cache read (GB/s), tokens/s (decode steps of this layer per second).
-// int8 and bf16 caches also run on the CPU's dot units (".../avx512/fast": VNNI, AVX512-BF16,
-// where attention_compute_unit picks one), and each unit's peak is a benchmark of its own
+// int8 and bf16 caches also run in fast mode (".../avx512/fast": the unit attend() picks) and
+// on each unit of their type called directly (".../avx512/vnni-int8", "amx-int8",
+// "avx512-bf16", "amx-bf16"), and each unit's peak is a benchmark of its own
 // ("UnitPeak/<unit>", operations/s at 2 per multiply-add).
 //
 // --cache-state=cold (the default) reads, every iteration, K/V bytes that are in no cache
@@ -27,6 +28,7 @@
 #include "engine/measure/cold_caches.hpp"
 #include "engine/memory.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/attention_kernels.hpp"
 #include "kernels/units/compute_unit.hpp"
 
 namespace kvscope::bench {
@@ -37,11 +39,13 @@ constexpr std::size_t kHeads = 32, kHeadDim = 128;
 struct Options {
   CacheState cache_state = CacheState::cold;
   ComputeMode compute = ComputeMode::exact;
+  ComputeUnit unit = ComputeUnit::fp32_fma;  // other than fp32-fma: that unit, called directly
   std::uint64_t llc_bytes = 0;
 };
 
 void decode(benchmark::State& state, CacheKey key, Isa isa, Options options) {
   if (!cpu_supports(isa)) return state.SkipWithError("CPU lacks this ISA");
+  if (!cpu_has(options.unit)) return state.SkipWithError("CPU lacks this compute unit");
   const bool cold = options.cache_state == CacheState::cold;
   CacheRotation* rotation = cold ? &cold_rotation(key, options.llc_bytes) : nullptr;
   const KvCache* warm = cold ? nullptr : &shared_cache(key);
@@ -55,7 +59,8 @@ void decode(benchmark::State& state, CacheKey key, Isa isa, Options options) {
                      .out = out.data()};
   const auto step = [&] {
     p.kv = cold ? rotation->next().view() : warm->view();
-    attend(p, isa, kThreads, options.compute);
+    if (options.unit == ComputeUnit::fp32_fma) return attend(p, isa, kThreads, options.compute);
+    simd::attend_dot_unit(p, options.unit, kThreads);
   };
   step();  // warm-up
   if (cold) rotation->end_step(kThreads);
@@ -131,7 +136,8 @@ void register_all(Options options) {
     benchmark::RegisterBenchmark(("FmaPeak/" + name_of(isa)).c_str(), fma_peak_bench, isa)
         ->UseRealTime();
   }
-  for (ComputeUnit unit : {ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16}) {
+  for (ComputeUnit unit : {ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16, ComputeUnit::amx_int8,
+                           ComputeUnit::amx_bf16}) {
     benchmark::RegisterBenchmark(("UnitPeak/" + std::string(to_string(unit))).c_str(),
                                  unit_peak_bench, unit)
         ->UseRealTime();
@@ -160,6 +166,15 @@ void register_all(Options options) {
                                        key, Isa::avx512, fast)
               ->UseRealTime()
               ->Unit(benchmark::kMicrosecond);
+          for (ComputeUnit unit : units_for(dtype)) {
+            Options on_unit = options;
+            on_unit.unit = unit;
+            benchmark::RegisterBenchmark(
+                ("Decode" + shape + "/avx512/" + std::string(to_string(unit)) + suffix).c_str(),
+                decode, key, Isa::avx512, on_unit)
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
         }
       }
     }

@@ -1,6 +1,7 @@
 // Prefill attention of 2000 tokens from an empty cache (causal), 32 query heads × head_dim
 // 128 over kv heads 32 / 8 / 1, every cache type and ISA, on 2 threads, and on every compute
-// unit the CPU has (".../avx512/vnni-int8", ".../avx512/avx512-bf16"). Counters: FLOP/s
+// unit the CPU has (".../avx512/vnni-int8", "avx512-bf16", "amx-int8", "amx-bf16", each called
+// directly, whichever attend() would pick). Counters: FLOP/s
 // (4 · head_dim FLOPs per (query, head, visible key): q·k and p·v, one multiply-add each
 // counted as 2) and the fraction of the peak of the unit used (the ISA's FP32 FMA peak, or
 // the dot unit's), measured in this process.
@@ -14,6 +15,7 @@
 
 #include "bench/bench_util.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/attention_kernels.hpp"
 #include "kernels/units/compute_unit.hpp"
 
 namespace kvscope::bench {
@@ -23,7 +25,7 @@ constexpr std::size_t kHeads = 32, kHeadDim = 128, kTokens = 2000;
 
 // Peak of a dot unit in operations/s (2 per multiply-add), best of 5, once per unit.
 double unit_peak(ComputeUnit unit, int threads) {
-  static double peak[3] = {};
+  static double peak[5] = {};
   double& p = peak[static_cast<int>(unit)];
   if (p == 0.0) {
     for (int rep = 0; rep < 5; ++rep) {
@@ -39,7 +41,6 @@ double unit_peak(ComputeUnit unit, int threads) {
 void prefill(benchmark::State& state, std::size_t n_kv, KvDtype dtype, Isa isa, ComputeUnit unit) {
   if (!cpu_supports(isa)) return state.SkipWithError("CPU lacks this ISA");
   if (!cpu_has(unit)) return state.SkipWithError("CPU lacks this compute unit");
-  const ComputeMode mode = unit == ComputeUnit::fp32_fma ? ComputeMode::exact : ComputeMode::fast;
   const KvCache& cache = shared_cache({n_kv, kHeadDim, kTokens, dtype});
   std::vector<float> q(kTokens * kHeads * kHeadDim), out(q.size());
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 13) * 0.05f - 0.3f;
@@ -51,9 +52,13 @@ void prefill(benchmark::State& state, std::size_t n_kv, KvDtype dtype, Isa isa, 
                            .out = out.data()};
   const double peak =
       unit == ComputeUnit::fp32_fma ? fma_peak(isa, kThreads) : unit_peak(unit, kThreads);
-  attend(p, isa, kThreads, mode);  // warm-up
+  const auto run = [&] {
+    if (unit == ComputeUnit::fp32_fma) return attend(p, isa, kThreads, ComputeMode::exact);
+    simd::attend_dot_unit(p, unit, kThreads);
+  };
+  run();  // warm-up
   for (auto _ : state) {
-    attend(p, isa, kThreads, mode);
+    run();
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -78,10 +83,7 @@ int register_all() {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
-      const ComputeUnit unit = dtype == KvDtype::int8   ? ComputeUnit::vnni_int8
-                               : dtype == KvDtype::bf16 ? ComputeUnit::avx512_bf16
-                                                        : ComputeUnit::fp32_fma;
-      if (unit != ComputeUnit::fp32_fma) {
+      for (ComputeUnit unit : units_for(dtype)) {
         const std::string name = "Prefill/kv" + std::to_string(kv) + "/tokens" +
                                  std::to_string(kTokens) + "/" + std::string(to_string(dtype)) +
                                  "/avx512/" + std::string(to_string(unit));

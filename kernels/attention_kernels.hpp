@@ -8,6 +8,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/kv_dtype.hpp"
+#include "kernels/units/amx_kernels.hpp"
 #include "kernels/units/compute_unit.hpp"
 #include "kernels/units/dot_unit_kernels.hpp"
 
@@ -40,10 +41,16 @@ void attend_prefill(const AttentionProblem& p, int threads);
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, int8, vnni_int8) \
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, bf16, avx512_bf16)
 
+// The AMX units: int8 on AMX-INT8, bf16 on AMX-BF16 (kernels/arch/avx512_amx.cpp).
+#define KVSCOPE_AMX_KERNELS(PREFIX)                                \
+  KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_amx, int8, amx_int8) \
+  KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_amx, bf16, amx_bf16)
+
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, xsimd::avx512bw)
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, avx2_fma)
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, xsimd::sse2)
 KVSCOPE_DOT_UNIT_KERNELS(extern)
+KVSCOPE_AMX_KERNELS(extern)
 
 // Any K type with any V type, and int4 (kernels/formats/tiled_keys.hpp): one instantiation
 // per ISA; the K and V readers are chosen once per call.
@@ -126,12 +133,21 @@ void attend_arch(const AttentionProblem& p, int threads) {
   }
 }
 
-// One attention call on a dot unit (the cache's dtype is the unit's: int8 for vnni-int8,
-// bf16 for avx512-bf16). The caller checks the CPU has the unit.
+// One attention call on a dot or matrix unit (the cache's dtype is the unit's: int8 for
+// vnni-int8 and amx-int8, bf16 for avx512-bf16 and amx-bf16). The caller checks the CPU has
+// the unit.
 inline void attend_dot_unit(const AttentionProblem& p, ComputeUnit unit, int threads) {
   if (p.n_queries == 0) return;
   if (threads < 1) threads = 1;
   const bool decode = p.n_queries == 1;
+  if (unit == ComputeUnit::amx_int8) {
+    return decode ? attend_decode<avx512_amx, KvDtype::int8, ComputeUnit::amx_int8>(p, threads)
+                  : attend_prefill<avx512_amx, KvDtype::int8, ComputeUnit::amx_int8>(p, threads);
+  }
+  if (unit == ComputeUnit::amx_bf16) {
+    return decode ? attend_decode<avx512_amx, KvDtype::bf16, ComputeUnit::amx_bf16>(p, threads)
+                  : attend_prefill<avx512_amx, KvDtype::bf16, ComputeUnit::amx_bf16>(p, threads);
+  }
   if (unit == ComputeUnit::vnni_int8) {
     return decode ? attend_decode<avx512_dot, KvDtype::int8, ComputeUnit::vnni_int8>(p, threads)
                   : attend_prefill<avx512_dot, KvDtype::int8, ComputeUnit::vnni_int8>(p, threads);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/roofline.hpp"
+#include "kernels/units/amx_kernels.hpp"
 #include "kernels/units/cpu_features.hpp"
 #include "kernels/units/dot_unit_kernels.hpp"
 
@@ -51,6 +52,10 @@ std::string_view to_string(ComputeUnit unit) {
       return "vnni-int8";
     case ComputeUnit::avx512_bf16:
       return "avx512-bf16";
+    case ComputeUnit::amx_int8:
+      return "amx-int8";
+    case ComputeUnit::amx_bf16:
+      return "amx-bf16";
   }
   return "?";
 }
@@ -71,15 +76,32 @@ bool cpu_has(ComputeUnit unit) {
       return avx512 && cpu_features().avx512_vnni;
     case ComputeUnit::avx512_bf16:
       return avx512 && cpu_features().avx512_bf16;
+    // The AMX kernels use AVX-512 with VNNI and BF16 around the tiles (every AMX CPU has them).
+    case ComputeUnit::amx_int8:
+      return avx512 && cpu_features().amx_int8 && cpu_features().avx512_vnni &&
+             cpu_features().avx512_bf16;
+    case ComputeUnit::amx_bf16:
+      return avx512 && cpu_features().amx_bf16 && cpu_features().avx512_vnni &&
+             cpu_features().avx512_bf16;
   }
   return false;
 }
 
-ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing) {
+ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
+                                   std::size_t head_dim) {
   if (mode == ComputeMode::exact || isa != Isa::avx512 || !types.same()) {
     return ComputeUnit::fp32_fma;
   }
   const KvDtype dtype = types.k;
+  const bool whole_groups = kv_row_bytes(dtype, head_dim) % 4 == 0;
+  if (dtype == KvDtype::int8 && sharing >= kAmxMinSharing && whole_groups &&
+      cpu_has(ComputeUnit::amx_int8)) {
+    return ComputeUnit::amx_int8;
+  }
+  if (dtype == KvDtype::bf16 && sharing >= kAmxMinSharing && whole_groups &&
+      cpu_has(ComputeUnit::amx_bf16)) {
+    return ComputeUnit::amx_bf16;
+  }
   if (dtype == KvDtype::int8 && sharing >= kVnniMinSharing && cpu_has(ComputeUnit::vnni_int8)) {
     return ComputeUnit::vnni_int8;
   }
@@ -103,6 +125,10 @@ double dot_burn(ComputeUnit unit, std::size_t iterations, int threads) {
       return simd::vnni_burn(iterations, threads);
     case ComputeUnit::avx512_bf16:
       return simd::bf16_dot_burn(iterations, threads);
+    case ComputeUnit::amx_int8:
+      return simd::amx_burn_arch<simd::avx512_amx, true>(iterations, threads);
+    case ComputeUnit::amx_bf16:
+      return simd::amx_burn_arch<simd::avx512_amx, false>(iterations, threads);
   }
   return 0.0;
 }

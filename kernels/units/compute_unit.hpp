@@ -3,10 +3,11 @@
 //
 // exact: every cache element is widened to f32 and multiplied with f32 FMAs (the reference
 //        arithmetic, error = the cache format's own rounding only).
-// fast:  the CPU's dot-product units where they exist and measure faster: int8 caches on
-//        AVX-512 VNNI (query and softmax weights quantized to 8 bits per block), bf16 caches
-//        on AVX512-BF16 (query and weights rounded to bf16) — each within about 2× of its
-//        cache format's own error. Shapes and CPUs without such a unit run exact.
+// fast:  the CPU's dot-product and matrix units where they exist and measure faster: int8
+//        caches on AMX-INT8 tiles or AVX-512 VNNI (query and softmax weights quantized to 8
+//        bits per block), bf16 caches on AMX-BF16 tiles or AVX512-BF16 (query and weights
+//        rounded to bf16) — each within about 2× of its cache format's own error. Shapes and
+//        CPUs without such a unit run exact.
 #include <cstddef>
 #include <string_view>
 
@@ -16,13 +17,23 @@
 namespace kvscope {
 
 enum class ComputeMode { exact, fast };
-enum class ComputeUnit { fp32_fma, vnni_int8, avx512_bf16 };
+enum class ComputeUnit { fp32_fma, vnni_int8, avx512_bf16, amx_int8, amx_bf16 };
 
 std::string_view to_string(ComputeMode mode);
-std::string_view to_string(ComputeUnit unit);  // "fp32-fma", "vnni-int8", "avx512-bf16"
+std::string_view to_string(
+    ComputeUnit unit);  // "fp32-fma", "vnni-int8", "avx512-bf16", "amx-int8", "amx-bf16"
 
 // Parses "exact" or "fast"; throws std::invalid_argument naming the value.
 ComputeMode parse_compute_mode(std::string_view name);
+
+// AMX tiles (both types): from this many query vectors per key block; rows of whole 4-byte
+// groups only (an int8 head_dim that is a multiple of 4, an even bf16 one). Measured on the
+// Intel Xeon with AMX (2026-12-02, 2 threads, cold, d_head 128), decode step:
+//   4 (GQA-8):  int8 VNNI 251 µs against AMX 281 µs at 2,000 tokens, 3.3 against 4.4 ms at
+//               32,768; bf16 AMX 469 µs against 428 exact — the tiles do not pay;
+//   8 (GQA-4):  AMX against exact: bf16 235 against 393 µs, int8 176 against 298 µs;
+//   32 (MQA):   AMX against exact at 32,768 tokens: bf16 2.6×, int8 2.9×.
+inline constexpr std::size_t kAmxMinSharing = 8;
 
 // Query vectors that must share each key block for a dot unit to pay: its kernels transpose
 // and interleave every block once for all of them. Measured on AMD Zen 5 (Turin-like VM,
@@ -34,12 +45,14 @@ ComputeMode parse_compute_mode(std::string_view name);
 inline constexpr std::size_t kVnniMinSharing = 4;
 inline constexpr std::size_t kBf16DotMinSharing = 8;
 
-// The unit attend() uses for a cache of `types` on `isa` in `mode` on this CPU, when
-// `sharing` query vectors read each key block (decode: heads per kv head; prefill: that
-// times the query rows). bf16 dot products are used only where a one-time probe measures
-// them faster than f32 FMAs (on some Intel cores vdpbf16ps runs at half the FMA rate).
-// Keys and values of different types run exact (fp32-fma): each unit serves one type.
-ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing);
+// The unit attend() uses for a cache of `types` and `head_dim` on `isa` in `mode` on this
+// CPU, when `sharing` query vectors read each key block (decode: heads per kv head; prefill:
+// that times the query rows). AMX first where the CPU has it, then the dot units. bf16 dot products
+// are used only where a one-time probe measures them faster than f32 FMAs (on some Intel cores
+// vdpbf16ps runs at half the FMA rate). Keys and values of different types run exact (fp32-fma):
+// each unit serves one type.
+ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
+                                   std::size_t head_dim);
 
 // Runs `iterations` rounds of independent dot-product chains of `unit` on each of `threads`
 // threads; returns the operations done, 2 per multiply-add (as fma_burn counts FLOPs).

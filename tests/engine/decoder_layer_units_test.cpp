@@ -20,8 +20,8 @@ struct Shape {
   std::int64_t heads, kv_heads, head_dim;
 };
 
-void check_layer(ComputeUnit unit, const Shape& s) {
-  const KvDtype dtype = unit == ComputeUnit::vnni_int8 ? KvDtype::int8 : KvDtype::bf16;
+// The layer on a cache of `dtype` in fast mode, prefilled through p rows and decoded after.
+void check_layer(KvDtype dtype, const Shape& s) {
   const std::size_t n = 80, H = 64;  // past one 64-key block
   const LayerShape shape{.hidden_size = static_cast<std::int64_t>(H),
                          .n_heads = s.heads,
@@ -48,9 +48,17 @@ void check_layer(ComputeUnit unit, const Shape& s) {
       y.insert(y.end(), row.begin(), row.end());
     }
     const double fast_error = test::relative_error(y, want);
-    std::printf("%s, %lld/%lld heads: exact %.3g, fast %.3g (prefill %zu)\n",
-                std::string(to_string(unit)).c_str(), static_cast<long long>(s.heads),
-                static_cast<long long>(s.kv_heads), exact_error, fast_error, p);
+    const std::size_t group = static_cast<std::size_t>(s.heads / s.kv_heads);
+    const auto unit = [&](std::size_t sharing) {
+      return std::string(to_string(attention_compute_unit(
+          dtype, Isa::avx512, ComputeMode::fast, sharing, static_cast<std::size_t>(s.head_dim))));
+    };
+    std::printf(
+        "%s cache (prefill on %s, decode on %s), %lld/%lld heads: exact %.3g, fast %.3g "
+        "(prefill %zu)\n",
+        std::string(to_string(dtype)).c_str(), unit(p * group).c_str(), unit(group).c_str(),
+        static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), exact_error,
+        fast_error, p);
     EXPECT_LE(fast_error, 2.0 * exact_error);
     // The unit really ran: its rounding of query and weights shows in the output.
     float moved = 0.0f;
@@ -60,17 +68,24 @@ void check_layer(ComputeUnit unit, const Shape& s) {
   }
 }
 
+// Each cache type whose prefill runs on a unit on this CPU (VNNI or AMX-INT8 for int8,
+// AVX512-BF16 or AMX-BF16 for bf16); decode takes a unit from its own sharing on.
 TEST(DecoderLayerUnits, WithinTwiceTheCacheFormatsErrorOfTheExactPath) {
-  for (ComputeUnit unit : {ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16}) {
-    if (!cpu_has(unit)) {
-      std::printf("skipped %s: CPU lacks it\n", std::string(to_string(unit)).c_str());
+  if (!cpu_supports(Isa::avx512)) GTEST_SKIP() << "CPU lacks AVX-512";
+  int checked = 0;
+  for (KvDtype dtype : {KvDtype::int8, KvDtype::bf16}) {
+    const ComputeUnit unit = attention_compute_unit(dtype, Isa::avx512, ComputeMode::fast, 64, 64);
+    if (unit == ComputeUnit::fp32_fma) {
+      std::printf(
+          "skipped %s: no unit of this CPU serves it (avx512_vnni, avx512_bf16 faster "
+          "than FMAs, amx_int8, amx_bf16)\n",
+          std::string(to_string(dtype)).c_str());
       continue;
     }
-    for (const Shape& s : {Shape{8, 2, 40}, Shape{8, 1, 64}}) check_layer(unit, s);
+    for (const Shape& s : {Shape{8, 2, 40}, Shape{8, 1, 64}}) check_layer(dtype, s);
+    ++checked;
   }
-  if (!cpu_has(ComputeUnit::vnni_int8) && !cpu_has(ComputeUnit::avx512_bf16)) {
-    GTEST_SKIP() << "CPU lacks avx512_vnni and avx512_bf16";
-  }
+  if (checked == 0) GTEST_SKIP() << "CPU has no unit for int8 or bf16 caches";
 }
 
 }  // namespace

@@ -38,13 +38,28 @@
 namespace kvscope::test {
 namespace {
 
-KvDtype dtype_of(ComputeUnit unit) {
-  return unit == ComputeUnit::vnni_int8 ? KvDtype::int8 : KvDtype::bf16;
+bool int8_unit(ComputeUnit unit) {
+  return unit == ComputeUnit::vnni_int8 || unit == ComputeUnit::amx_int8;
 }
 
+KvDtype dtype_of(ComputeUnit unit) { return int8_unit(unit) ? KvDtype::int8 : KvDtype::bf16; }
+
 std::string feature_of(ComputeUnit unit) {
-  return unit == ComputeUnit::vnni_int8 ? "avx512_vnni" : "avx512_bf16";
+  switch (unit) {
+    case ComputeUnit::vnni_int8:
+      return "avx512_vnni";
+    case ComputeUnit::amx_int8:
+      return "amx_int8 (or Linux's grant of tile data: " + cpu_features().amx_note + ")";
+    case ComputeUnit::amx_bf16:
+      return "amx_bf16 (or Linux's grant of tile data: " + cpu_features().amx_note + ")";
+    default:
+      return "avx512_bf16";
+  }
 }
+
+// The largest change of an output by the rounding of the weights, in units of max|v| (see
+// check 1 above): int8 weights (VNNI, AMX) two of their steps, bf16 weights one rounding.
+double weight_step(ComputeUnit unit) { return int8_unit(unit) ? 2.0 / 254 : 0x1p-9; }
 
 struct Case {
   std::size_t head_dim, first_pos, n_queries;
@@ -80,7 +95,7 @@ void round_query_as_unit(ComputeUnit unit, std::vector<float>& q, std::size_t he
     }
     for (std::size_t j = 0; j < head_dim; ++j) {
       const float rounded =
-          unit == ComputeUnit::vnni_int8
+          int8_unit(unit)
               ? (amax == 0.0f ? 0.0f
                               : std::nearbyint(scaled[j] * (127.0f / amax)) * (amax / 127.0f))
               : bf16_bits_to_f32(f32_to_bf16_bits(scaled[j]));
@@ -120,8 +135,7 @@ void check_unit(ComputeUnit unit, std::size_t group, Data data, const std::vecto
     float max_v = 0.0f;  // largest stored value, as the reference reads it
     for (float x : rp.v) max_v = std::max(max_v, std::fabs(x));
     const double kernel_error = max_abs_diff(fast, same_q);
-    const double weight_step = unit == ComputeUnit::vnni_int8 ? 2.0 / 254 : 0x1p-9;
-    EXPECT_LE(kernel_error, weight_step * max_v + 1e-6 * max_abs(want));
+    EXPECT_LE(kernel_error, weight_step(unit) * max_v + 1e-6 * max_abs(want));
     worst_kernel = std::max(worst_kernel, kernel_error / max_v);
     const double format_error = max_abs_diff(exact, want);
     const double fast_error = max_abs_diff(fast, want);
@@ -154,7 +168,8 @@ TEST_P(DotUnitAttention, WithinTwiceTheFormatErrorOfTheExactPath) {
 
 INSTANTIATE_TEST_SUITE_P(
     UnitsAndGroups, DotUnitAttention,
-    ::testing::Combine(::testing::Values(ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16),
+    ::testing::Combine(::testing::Values(ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16,
+                                         ComputeUnit::amx_int8, ComputeUnit::amx_bf16),
                        ::testing::Values(std::size_t{1}, std::size_t{4}, std::size_t{8},
                                          std::size_t{24}, std::size_t{32})),
     [](const ::testing::TestParamInfo<Param>& info) {
@@ -183,7 +198,6 @@ TEST_P(DotUnitAttention, PagedLayoutReadsThroughThePageTable) {
     std::vector<float> flat(rp.out_size()), same_q(rp.out_size());
     simd::attend_dot_unit(rp.problem(flat.data()), unit, 2);
     attend_ref(rounded_q.problem(same_q.data()), 2);
-    const double weight_step = unit == ComputeUnit::vnni_int8 ? 2.0 / 254 : 0x1p-9;
     for (std::size_t page_tokens : {16, 64}) {
       SCOPED_TRACE("page of " + std::to_string(page_tokens));
       const KvCache paged = paged_copy(rp, page_tokens);
@@ -195,7 +209,8 @@ TEST_P(DotUnitAttention, PagedLayoutReadsThroughThePageTable) {
         EXPECT_EQ(0, std::memcmp(out.data(), flat.data(), out.size() * sizeof(float)))
             << "paged differs from contiguous by " << max_abs_diff(out, flat);
       }
-      EXPECT_LE(max_abs_diff(out, same_q), weight_step * rp.max_abs_v() + 1e-6 * max_abs(same_q));
+      EXPECT_LE(max_abs_diff(out, same_q),
+                weight_step(unit) * rp.max_abs_v() + 1e-6 * max_abs(same_q));
     }
   }
 }
@@ -210,7 +225,7 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
     std::vector<float> via_attend(rp.out_size()), direct(rp.out_size()), exact(rp.out_size()),
         widening(rp.out_size());
     attend(rp.problem(via_attend.data()), Isa::avx512, 2, ComputeMode::fast);
-    const ComputeUnit unit = attention_compute_unit(dtype, Isa::avx512, ComputeMode::fast, 8);
+    const ComputeUnit unit = attention_compute_unit(dtype, Isa::avx512, ComputeMode::fast, 8, 64);
     if (unit == ComputeUnit::fp32_fma) {
       run_isa(Isa::avx512, rp.problem(direct.data()), 2);
     } else {
@@ -222,20 +237,34 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
     run_isa(Isa::avx512, rp.problem(widening.data()), 2);
     EXPECT_EQ(0, std::memcmp(exact.data(), widening.data(), exact.size() * sizeof(float)));
   }
+  const auto unit_for = [](KvDtype dtype, std::size_t sharing, std::size_t head_dim = 128,
+                           Isa isa = Isa::avx512, ComputeMode mode = ComputeMode::fast) {
+    return attention_compute_unit(dtype, isa, mode, sharing, head_dim);
+  };
+  EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::int8, 32, 128, Isa::avx2));
   EXPECT_EQ(ComputeUnit::fp32_fma,
-            attention_compute_unit(KvDtype::int8, Isa::avx2, ComputeMode::fast, 32));
-  EXPECT_EQ(ComputeUnit::fp32_fma,
-            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::exact, 32));
-  // One query per key block (MHA): the tiles do not pay. Four (GQA-8 decode): they do for
-  // int8 on VNNI, not for bf16.
-  EXPECT_EQ(ComputeUnit::fp32_fma,
-            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 1));
-  EXPECT_EQ(cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma,
-            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 4));
-  EXPECT_EQ(ComputeUnit::fp32_fma,
-            attention_compute_unit(KvDtype::bf16, Isa::avx512, ComputeMode::fast, 4));
-  EXPECT_EQ(cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma,
-            attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 32));
+            unit_for(KvDtype::int8, 32, 128, Isa::avx512, ComputeMode::exact));
+  // One query per key block (MHA): no unit pays. Four (GQA-8 decode): VNNI for int8, and
+  // bf16 stays exact. From eight (GQA-4, MQA, prefill): AMX where the CPU has it.
+  const bool amx_int8 = cpu_has(ComputeUnit::amx_int8), amx_bf16 = cpu_has(ComputeUnit::amx_bf16);
+  const ComputeUnit vnni =
+      cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma;
+  EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::int8, 1));
+  EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 1));
+  EXPECT_EQ(vnni, unit_for(KvDtype::int8, 4));
+  EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 4));
+  for (std::size_t sharing : {kAmxMinSharing, std::size_t{32}}) {
+    EXPECT_EQ(amx_int8 ? ComputeUnit::amx_int8 : vnni, unit_for(KvDtype::int8, sharing));
+    if (amx_bf16) {
+      EXPECT_EQ(ComputeUnit::amx_bf16, unit_for(KvDtype::bf16, sharing));
+    }
+  }
+  // Rows that end inside a 4-byte group never go to the tiles.
+  EXPECT_NE(ComputeUnit::amx_int8, unit_for(KvDtype::int8, 32, 70));
+  EXPECT_NE(ComputeUnit::amx_bf16, unit_for(KvDtype::bf16, 32, 71));
+  if (amx_bf16) {
+    EXPECT_EQ(ComputeUnit::amx_bf16, unit_for(KvDtype::bf16, 32, 70));
+  }
 }
 
 TEST(ComputeMode, ParsesAndNamesModes) {
@@ -282,13 +311,19 @@ TEST(CpuFeatures, AgreeWithProcCpuinfo) {
 
 // Each probe does the work it counts: twice the iterations take clearly longer.
 TEST(DotBurn, CountsWorkDoneAndRefusesMissingUnits) {
-  for (ComputeUnit unit : {ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16}) {
+  for (ComputeUnit unit : {ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16, ComputeUnit::amx_int8,
+                           ComputeUnit::amx_bf16}) {
     SCOPED_TRACE(std::string(to_string(unit)));
     if (!cpu_has(unit)) {
       EXPECT_THROW(dot_burn(unit, 10, 1), std::invalid_argument);
       continue;
     }
-    const double per_iteration = unit == ComputeUnit::vnni_int8 ? 2.0 * 64 * 16 : 2.0 * 32 * 16;
+    // Multiply-adds per iteration: 16 chains of one vector instruction (64 int8 or 32 bf16
+    // products), or 4 tile products of 16 × 16 × 64 (int8) or × 32 (bf16).
+    const double per_iteration = unit == ComputeUnit::vnni_int8     ? 2.0 * 64 * 16
+                                 : unit == ComputeUnit::avx512_bf16 ? 2.0 * 32 * 16
+                                 : unit == ComputeUnit::amx_int8    ? 2.0 * 16 * 16 * 64 * 4
+                                                                    : 2.0 * 16 * 16 * 32 * 4;
     EXPECT_DOUBLE_EQ(per_iteration * 1000 * 2, dot_burn(unit, 1000, 2));
     const auto seconds = [&](std::size_t n) {
       double best = 1e30;

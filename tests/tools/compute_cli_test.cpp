@@ -25,7 +25,7 @@ TEST(KvscopeCompute, DecodeNamesTheUnitItRanOn) {
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["compute"], mode);
     const ComputeUnit want =
-        attention_compute_unit(KvDtype::int8, Isa::avx512, parse_compute_mode(mode), 32);
+        attention_compute_unit(KvDtype::int8, Isa::avx512, parse_compute_mode(mode), 32, 128);
     EXPECT_EQ(j["compute_unit"], std::string(to_string(want)));
   }
 }
