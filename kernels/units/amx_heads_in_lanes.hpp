@@ -61,6 +61,7 @@ class AmxHeadsInLanes {
         q_groups_(geo_.segments * 16),
         qt_(geo_.segments * 16 * L),
         s_(kBlock * L),
+        w_(kBlock * L),
         pt_(kChunks * kSteps * 16 * 16),
         vt_(kBlock / Geo::kValueRows * positions_),
         ot_(L * positions_),
@@ -120,7 +121,6 @@ class AmxHeadsInLanes {
   void run_pass(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
                 std::size_t lanes) {
     constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ and sᵀ
-    const std::size_t d = geo_.d;
     std::int32_t* qt = qt_.get();
     float* ot = ot_.get();
     alignas(64) float sq[L], m_io[L], l_io[L], visible[L];
@@ -138,10 +138,12 @@ class AmxHeadsInLanes {
       }
       for (std::size_t g = 0; g < geo_.segments * 16; ++g) qt[g * LQ + i] = q.groups[g];
       sq[i] = q.scale;
+      // A state that has seen no key yet (m = −inf: every new work item) holds acc = 0.
       float* o = ot + i * positions_;
-      for (std::size_t c = 0; c < positions_; ++c) {
-        const std::uint32_t j = natural_.get()[c];
-        o[c] = live && j < d ? st[i].acc[j] : 0.0f;
+      if (live && st[i].m != -kInf) {
+        copy_groups(st[i].acc, o, /*to_tiles=*/true);
+      } else {
+        std::memset(o, 0, positions_ * sizeof(float));
       }
       m_io[i] = live ? st[i].m : -kInf;
       l_io[i] = live ? st[i].l : 0.0f;
@@ -184,13 +186,34 @@ class AmxHeadsInLanes {
       _mm512_store_ps(l_io + v * W, l[v]);
     }
     for (std::size_t i = 0; i < lanes; ++i) {
-      const float* o = ot + i * positions_;
-      for (std::size_t c = 0; c < positions_; ++c) {
-        const std::uint32_t j = natural_.get()[c];
-        if (j < d) st[i].acc[j] = o[c];
-      }
+      copy_groups(st[i].acc, ot + i * positions_, /*to_tiles=*/false);
       st[i].m = m_io[i];
       st[i].l = l_io[i];
+    }
+  }
+
+  // acc (natural order, d elements) to or from one query's accumulator row in tile order.
+  // The tile order keeps 4 consecutive elements together (DotGeometry::natural), so groups
+  // move 16 bytes at a time; positions past d are padding (0 in the tiles).
+  void copy_groups(float* acc, float* tiles, bool to_tiles) const {
+    const std::size_t d = geo_.d;
+    for (std::size_t c = 0; c < positions_; c += 4) {
+      const std::uint32_t j = natural_.get()[c];
+      if (j + 4 <= d) {
+        if (to_tiles) {
+          _mm_store_ps(tiles + c, _mm_loadu_ps(acc + j));
+        } else {
+          _mm_storeu_ps(acc + j, _mm_load_ps(tiles + c));
+        }
+        continue;
+      }
+      for (std::size_t m = 0; m < 4; ++m) {
+        if (to_tiles) {
+          tiles[c + m] = j + m < d ? acc[j + m] : 0.0f;
+        } else if (j + m < d) {
+          acc[j + m] = tiles[c + m];
+        }
+      }
     }
   }
 
@@ -241,16 +264,25 @@ class AmxHeadsInLanes {
   }
 
   // Online softmax per lane over the block's rows [0, rows) of sᵀ (lanes see `visible` rows),
-  // in place: sᵀ ← the weights (bf16: e^(s − m); int8: e^(s − m) · v_scale quantized to
-  // 0…255 against the lane's largest, as int32). correction: e^(m_old − m) per lane; w_scale:
-  // the factor back from the unit's sums (int8: w_max / 255, 0 for a lane with no weight;
-  // bf16: 1). pf takes per_row lines per row step.
+  // into wᵀ (same layout): bf16 e^(s − m); int8 e^(s − m) · v_scale quantized to 0…255
+  // against the lane's largest, as int32. correction: e^(m_old − m) per lane; w_scale: the
+  // factor back from the unit's sums (int8: w_max / 255, 0 for a lane with no weight; bf16:
+  // 1). pf takes per_row lines per row step.
+  //
+  // One pass where every lane has a running maximum: the weights are taken against it while
+  // the block's maximum is found; m moves only when a score passes it by more than kSlack
+  // (then the pass is redone against the new maximum). Weights up to e^kSlack are harmless
+  // in f32 sums and in either rounding (relative), and the result is the same softmax: m is
+  // only the reference both sums share. Two passes (maximum, then weights) on a lane's first
+  // block. Measured on AMX prefill: the maximum pass alone was 8% of the time.
   template <int QC>
   void softmax(std::size_t rows, const float* visible, const float* sq, const float* k_scale,
                const float* v_scale, __m512* m, __m512* l, float* correction, float* w_scale,
                LinePrefetcher& pf, std::size_t per_row) {
-    constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ and sᵀ
-    float* s = s_.get();
+    constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ, sᵀ and wᵀ
+    constexpr float kSlack = 8.0f;
+    const float* s = s_.get();
+    float* wt = w_.get();
     for (int v = 0; v < QC; ++v) {
       const __m512 vis = _mm512_load_ps(visible + v * W);
       const __mmask16 all_rows =
@@ -261,7 +293,7 @@ class AmxHeadsInLanes {
                    : _mm512_cmp_ps_mask(_mm512_set1_ps(static_cast<float>(r)), vis, _CMP_LT_OQ);
       };
       const auto score = [&](std::size_t r) {
-        float* x = s + r * LQ + v * W;
+        const float* x = s + r * LQ + v * W;
         if constexpr (D == KvDtype::int8) {
           const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(x));
           return _mm512_mul_ps(_mm512_mul_ps(dot, _mm512_load_ps(sq + v * W)),
@@ -270,32 +302,51 @@ class AmxHeadsInLanes {
           return _mm512_load_ps(x);
         }
       };
-      __m512 block_max = _mm512_set1_ps(-kInf);
-      for (std::size_t r = 0; r < rows; ++r) {
-        for (std::size_t i = 0; i < per_row; ++i) pf.next();
-        const __m512 x = score(r);
-        if constexpr (D == KvDtype::int8) _mm512_store_ps(s + r * LQ + v * W, x);
-        block_max = _mm512_mask_max_ps(block_max, seen(r), block_max, x);
-      }
-      const __m512 m_new = _mm512_max_ps(m[v], block_max);
-      // A lane that has seen no key keeps m = −inf: its weights are masked to 0 below.
-      const __mmask16 finite = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(-kInf), _CMP_NEQ_OQ);
-      const __m512 base = _mm512_maskz_mov_ps(finite, m_new);
-      const __m512 corr = exp_nonpositive(_mm512_sub_ps(m[v], base), finite);
-      m[v] = m_new;
-      __m512 sum = _mm512_setzero_ps(), w_max = _mm512_setzero_ps();
-      for (std::size_t r = 0; r < rows; ++r) {
-        float* x = s + r * LQ + v * W;
-        const __m512 p = exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(x), base), seen(r) & finite);
-        sum = _mm512_add_ps(sum, p);
-        if constexpr (D == KvDtype::int8) {
-          const __m512 w = _mm512_mul_ps(p, _mm512_set1_ps(v_scale[r]));
-          _mm512_store_ps(x, w);
-          w_max = _mm512_max_ps(w_max, w);
-        } else {
-          _mm512_store_ps(x, p);
+      __m512 sum, w_max, block_max;
+      // Weights against `base` (lanes in `finite`); the block's maximum on the way.
+      const auto weigh = [&](__m512 base, __mmask16 finite) {
+        sum = _mm512_setzero_ps(), w_max = _mm512_setzero_ps();
+        block_max = _mm512_set1_ps(-kInf);
+        for (std::size_t r = 0; r < rows; ++r) {
+          for (std::size_t i = 0; i < per_row; ++i) pf.next();
+          const __m512 x = score(r);
+          const __mmask16 keep = seen(r);
+          block_max = _mm512_mask_max_ps(block_max, keep, block_max, x);
+          const __m512 p = exp_nonpositive(_mm512_sub_ps(x, base), keep & finite);
+          sum = _mm512_add_ps(sum, p);
+          float* w = wt + r * LQ + v * W;
+          if constexpr (D == KvDtype::int8) {
+            const __m512 pv = _mm512_mul_ps(p, _mm512_set1_ps(v_scale[r]));
+            _mm512_store_ps(w, pv);
+            w_max = _mm512_max_ps(w_max, pv);
+          } else {
+            _mm512_store_ps(w, p);
+          }
+        }
+      };
+      const __m512 neg_inf = _mm512_set1_ps(-kInf);
+      __m512 m_new = m[v];
+      bool redo = true;
+      if (_mm512_cmp_ps_mask(m[v], neg_inf, _CMP_EQ_OQ) == 0) {  // every lane has a maximum
+        weigh(m[v], 0xffff);
+        redo = _mm512_cmp_ps_mask(block_max, _mm512_add_ps(m[v], _mm512_set1_ps(kSlack)),
+                                  _CMP_GT_OQ) != 0;
+      } else {
+        block_max = neg_inf;
+        for (std::size_t r = 0; r < rows; ++r) {
+          block_max = _mm512_mask_max_ps(block_max, seen(r), block_max, score(r));
         }
       }
+      __m512 corr = _mm512_set1_ps(1.0f);
+      if (redo) {
+        m_new = _mm512_max_ps(m[v], block_max);
+        // A lane that has seen no key keeps m = −inf: its weights are masked to 0.
+        const __mmask16 finite = _mm512_cmp_ps_mask(m_new, neg_inf, _CMP_NEQ_OQ);
+        const __m512 base = _mm512_maskz_mov_ps(finite, m_new);
+        corr = exp_nonpositive(_mm512_sub_ps(m[v], base), finite);
+        weigh(base, finite);
+      }
+      m[v] = m_new;
       l[v] = _mm512_fmadd_ps(l[v], corr, sum);
       _mm512_store_ps(correction + v * W, corr);
       if constexpr (D == KvDtype::int8) {
@@ -303,8 +354,8 @@ class AmxHeadsInLanes {
         const __m512 inv = _mm512_maskz_div_ps(some, _mm512_set1_ps(255.0f), w_max);
         _mm512_store_ps(w_scale + v * W, _mm512_mul_ps(w_max, _mm512_set1_ps(1.0f / 255.0f)));
         for (std::size_t r = 0; r < rows; ++r) {
-          float* x = s + r * LQ + v * W;
-          _mm512_store_si512(x, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(x), inv)));
+          float* w = wt + r * LQ + v * W;
+          _mm512_store_si512(w, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(w), inv)));
         }
       } else {
         _mm512_store_ps(w_scale + v * W, _mm512_set1_ps(1.0f));
@@ -313,13 +364,13 @@ class AmxHeadsInLanes {
   }
 
   // The weights of rows [0, rows) into the A tiles of P·V, pt[chunk][step][query][64 bytes]:
-  // 16 × 16 blocks of sᵀ transposed to a row per query, then packed (int8: bytes; bf16:
+  // 16 × 16 blocks of wᵀ transposed to a row per query, then packed (int8: bytes; bf16:
   // rounded to nearest even). Keys from `rows` to the end of the last step weigh 0.
   template <int QC>
   void transpose_weights(std::size_t rows, std::size_t steps) {
     constexpr std::size_t LQ = QC * W;                // the row stride of qᵀ and sᵀ
     constexpr std::size_t kPerStep = kStepKeys / 16;  // 16-key blocks per A row
-    const float* s = s_.get();
+    const float* s = w_.get();
     auto* pt = reinterpret_cast<std::uint8_t*>(pt_.get());
     for (int c = 0; c < QC; ++c) {
       for (std::size_t kb = 0; kb < steps * kPerStep; ++kb) {
@@ -430,7 +481,7 @@ class AmxHeadsInLanes {
   std::size_t tail_bytes_;  // the rest of the row (a multiple of 4)
   TileConfig config_;
   Scratch<A, std::int32_t> q_groups_, qt_;
-  Scratch<A> s_;
+  Scratch<A> s_, w_;  // sᵀ and wᵀ: scores and weights, [key][query]
   Scratch<A, std::int32_t> pt_, vt_;
   Scratch<A> ot_, ct_;
   Scratch<A, std::int32_t> k_pad_, k_tail_;

@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "kernels/attention_decode.hpp"
@@ -71,7 +72,9 @@ struct DotQuery {
 template <KvDtype D>
 void pack_query(const float* q, const DotGeometry<D>& geo, DotQuery& out) {
   auto* bytes = reinterpret_cast<std::uint8_t*>(out.groups);
-  for (std::size_t i = 0; i < geo.segments * 64; ++i) bytes[i] = 0;
+  // memset, not a byte loop: a byte store may alias geo, so GCC reloads the bound each step
+  // (perf: 10% of AMX prefill).
+  std::memset(bytes, 0, geo.segments * 64);
   if constexpr (D == KvDtype::int8) {
     __m512 vmax = _mm512_setzero_ps();
     for (std::size_t j = 0; j < geo.d; j += 16) {

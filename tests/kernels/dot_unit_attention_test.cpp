@@ -215,6 +215,35 @@ TEST_P(DotUnitAttention, PagedLayoutReadsThroughThePageTable) {
   }
 }
 
+// Keys after the first blocks that score ~170 above everything before them (rows × 100):
+// a kernel that takes weights against a running maximum must move it before e^(s − m)
+// overflows (planted: the AMX kernels' one-pass softmax never redone gives NaN). Decode, and
+// a prefill tile whose rows straddle the jump.
+TEST_P(DotUnitAttention, LateLargeScoresKeepTheSoftmaxFinite) {
+  const auto [unit, group] = GetParam();
+  if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
+  const std::size_t n_kv = group == 32 ? 1 : 2, d = 64;
+  for (const Case& c : {Case{d, 299, 1}, Case{d, 180, 40}}) {
+    SCOPED_TRACE("first_pos " + std::to_string(c.first_pos) + ", n_queries " +
+                 std::to_string(c.n_queries));
+    RandomProblem rp(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype_of(unit), 500);
+    RandomProblem rounded_q(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype_of(unit), 500);
+    round_query_as_unit(unit, rounded_q.q, d);
+    const std::size_t tokens = c.first_pos + c.n_queries;
+    for (std::size_t i = 200 * n_kv * d; i < tokens * n_kv * d; ++i) rp.k[i] *= 100.0f;
+    for (RandomProblem* p : {&rp, &rounded_q}) {
+      p->k = rp.k;
+      p->cache = KvCache(n_kv, d, tokens, dtype_of(unit));
+      p->cache.append(p->k.data(), p->v.data(), tokens);
+    }
+    std::vector<float> fast(rp.out_size()), same_q(rp.out_size());
+    simd::attend_dot_unit(rp.problem(fast.data()), unit, 2);
+    attend_ref(rounded_q.problem(same_q.data()), 2);
+    EXPECT_LE(max_abs_diff(fast, same_q),
+              weight_step(unit) * rp.max_abs_v() + 1e-6 * max_abs(same_q));
+  }
+}
+
 // attend() in fast mode runs the unit attention_compute_unit() names, and exact mode the
 // widening kernel, bit for bit.
 TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
