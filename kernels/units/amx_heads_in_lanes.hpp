@@ -42,9 +42,12 @@ class AmxHeadsInLanes {
   static constexpr std::size_t kChunks = 4;  // query tiles per pass: accumulators tmm0..3
   static constexpr std::size_t L = kChunks * W;
   static constexpr std::size_t kBlock = kDotBlock;  // keys per softmax block
-  // Keys per P·V product: a 64-byte A row of weights (u8: 64 keys; bf16: 32).
-  static constexpr std::size_t kStepKeys = D == KvDtype::int8 ? 64 : 32;
+  // Keys per P·V product: int8, a 64-byte A row of u8 weights against 64 interleaved value
+  // rows; bf16, 16 keys against 16 value rows read in place (see weighted_values_in_place).
+  static constexpr std::size_t kStepKeys = D == KvDtype::int8 ? 64 : 16;
   static constexpr std::size_t kSteps = kBlock / kStepKeys;
+  // A tiles per query tile and step: int8 one; bf16 two (the even and the odd columns).
+  static constexpr std::size_t kParities = D == KvDtype::int8 ? 1 : 2;
   using Geo = DotGeometry<D>;
   // Tiles, all 16 rows × 64 bytes: 0..3 accumulators; A operands in 4 and 6, B in 5 and 7,
   // alternated so that a load never waits for the product still reading that tile (tiles
@@ -62,16 +65,20 @@ class AmxHeadsInLanes {
         qt_(geo_.segments * 16 * L),
         s_(kBlock * L),
         w_(kBlock * L),
-        pt_(kChunks * kSteps * 16 * 16),
-        vt_(kBlock / Geo::kValueRows * positions_),
+        pt_(kChunks * kSteps * kParities * 16 * 16),
+        vt_(D == KvDtype::int8 ? kBlock / Geo::kValueRows * positions_ : 1),
         ot_(L * positions_),
         ct_(4 * 16 * 16),
         k_pad_(16 * geo_.row_bytes / 4 + 16),
         k_tail_(16 * 16),
+        v_pad_(16 * 16),
         pads_(2 * kBlock),
         natural_(positions_) {
     for (std::size_t c = 0; c < positions_; ++c) {
-      natural_.get()[c] = static_cast<std::uint32_t>(geo_.natural(c / 16, c % 16));
+      // bf16: column tile 2s + p holds the elements 32s + 2n + p of segment s (n < 16).
+      natural_.get()[c] =
+          static_cast<std::uint32_t>(D == KvDtype::int8 ? geo_.natural(c / 16, c % 16)
+                                                        : c / 32 * 32 + c % 16 * 2 + c / 16 % 2);
     }
     for (int t = 0; t < 8; ++t) config_.set(t, 16, 64);
   }
@@ -104,14 +111,6 @@ class AmxHeadsInLanes {
   static void dp_scores() {
     if constexpr (D == KvDtype::int8) {
       tile_dp_s8s8<C, TA, TB>();
-    } else {
-      tile_dp_bf16<C, TA, TB>();
-    }
-  }
-  template <int C, int TA, int TB>
-  static void dp_values() {
-    if constexpr (D == KvDtype::int8) {
-      tile_dp_u8s8<C, TA, TB>();
     } else {
       tile_dp_bf16<C, TA, TB>();
     }
@@ -169,16 +168,25 @@ class AmxHeadsInLanes {
       alignas(64) float correction[L], w_scale[L];
       // The next block's keys, spread evenly over the softmax's row steps (a burst at the end
       // stalled on the miss buffers: 11% of a warm MQA step).
-      LinePrefetcher pf(next.k, next.rows * geo_.row_bytes);
-      const std::size_t per_row = (pf.lines_left() + QC * rows - 1) / (QC * rows);
-      softmax<QC>(rows, visible, sq, k_scale, v_scale, m, l, correction, w_scale, pf, per_row);
-      pf.rest();
+      // bf16 reads its values in place: their next block is prefetched here too.
+      const std::size_t next_bytes = next.rows * geo_.row_bytes;
+      LinePrefetcher pf(next.k, next_bytes),
+          pf_v(D == KvDtype::bf16 ? next.v : nullptr, next_bytes);
+      const std::size_t per_row =
+          (pf.lines_left() + pf_v.lines_left() + QC * rows - 1) / (QC * rows);
+      softmax<QC>(rows, visible, sq, k_scale, v_scale, m, l, correction, w_scale, pf, pf_v,
+                  per_row);
+      pf.rest(), pf_v.rest();
       const std::size_t steps = (rows + kStepKeys - 1) / kStepKeys;
       transpose_weights<QC>(rows, steps);
-      // Rows past the visible ones go in as zeros: their weights are 0, and 0 · NaN is NaN.
-      interleave_values<D>(kv.v_row(kvh, b0), rows, steps * kStepKeys, geo_, vt_.get(), next.v,
-                           next.rows);
-      weighted_values<QC>(steps, correction, w_scale);
+      if constexpr (D == KvDtype::int8) {
+        // Rows past the visible ones go in as zeros (their weights are 0).
+        interleave_values<D>(kv.v_row(kvh, b0), rows, steps * kStepKeys, geo_, vt_.get(), next.v,
+                             next.rows);
+        weighted_values<QC>(steps, correction, w_scale);
+      } else {
+        weighted_values_in_place<QC>(kv.v_row(kvh, b0), rows, steps, correction);
+      }
     }
 
     for (int v = 0; v < QC; ++v) {
@@ -197,6 +205,7 @@ class AmxHeadsInLanes {
   // move 16 bytes at a time; positions past d are padding (0 in the tiles).
   void copy_groups(float* acc, float* tiles, bool to_tiles) const {
     const std::size_t d = geo_.d;
+    if constexpr (D == KvDtype::bf16) return copy_pairs(acc, tiles, to_tiles);
     for (std::size_t c = 0; c < positions_; c += 4) {
       const std::uint32_t j = natural_.get()[c];
       if (j + 4 <= d) {
@@ -213,6 +222,33 @@ class AmxHeadsInLanes {
         } else if (j + m < d) {
           acc[j + m] = tiles[c + m];
         }
+      }
+    }
+  }
+
+  // bf16: 32 elements of a segment to or from its two column tiles, even elements first.
+  void copy_pairs(float* acc, float* tiles, bool to_tiles) const {
+    const std::size_t d = geo_.d;
+    alignas(64) static constexpr std::int32_t kSplit[2][16] = {
+        {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30},
+        {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}};
+    alignas(64) static constexpr std::int32_t kJoin[2][16] = {
+        {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23},
+        {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31}};
+    for (std::size_t j = 0; j < positions_; j += 32) {
+      const __mmask16 lo = lanes_below(d, j), hi = lanes_below(d, j + 16);
+      float* t = tiles + j;
+      if (to_tiles) {
+        const __m512 a = _mm512_maskz_loadu_ps(lo, acc + j);
+        const __m512 b = _mm512_maskz_loadu_ps(hi, acc + j + 16);
+        _mm512_store_ps(t, _mm512_permutex2var_ps(a, _mm512_load_si512(kSplit[0]), b));
+        _mm512_store_ps(t + 16, _mm512_permutex2var_ps(a, _mm512_load_si512(kSplit[1]), b));
+      } else {
+        const __m512 even = _mm512_load_ps(t), odd = _mm512_load_ps(t + 16);
+        _mm512_mask_storeu_ps(acc + j, lo,
+                              _mm512_permutex2var_ps(even, _mm512_load_si512(kJoin[0]), odd));
+        _mm512_mask_storeu_ps(acc + j + 16, hi,
+                              _mm512_permutex2var_ps(even, _mm512_load_si512(kJoin[1]), odd));
       }
     }
   }
@@ -267,7 +303,7 @@ class AmxHeadsInLanes {
   // into wᵀ (same layout): bf16 e^(s − m); int8 e^(s − m) · v_scale quantized to 0…255
   // against the lane's largest, as int32. correction: e^(m_old − m) per lane; w_scale: the
   // factor back from the unit's sums (int8: w_max / 255, 0 for a lane with no weight; bf16:
-  // 1). pf takes per_row lines per row step.
+  // 1). pf, then pf_v, take per_row lines per row step.
   //
   // One pass where every lane has a running maximum: the weights are taken against it while
   // the block's maximum is found; m moves only when a score passes it by more than kSlack
@@ -278,7 +314,7 @@ class AmxHeadsInLanes {
   template <int QC>
   void softmax(std::size_t rows, const float* visible, const float* sq, const float* k_scale,
                const float* v_scale, __m512* m, __m512* l, float* correction, float* w_scale,
-               LinePrefetcher& pf, std::size_t per_row) {
+               LinePrefetcher& pf, LinePrefetcher& pf_v, std::size_t per_row) {
     constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ, sᵀ and wᵀ
     constexpr float kSlack = 8.0f;
     const float* s = s_.get();
@@ -308,7 +344,7 @@ class AmxHeadsInLanes {
         sum = _mm512_setzero_ps(), w_max = _mm512_setzero_ps();
         block_max = _mm512_set1_ps(-kInf);
         for (std::size_t r = 0; r < rows; ++r) {
-          for (std::size_t i = 0; i < per_row; ++i) pf.next();
+          for (std::size_t i = 0; i < per_row; ++i) pf.lines_left() ? pf.next() : pf_v.next();
           const __m512 x = score(r);
           const __mmask16 keep = seen(r);
           block_max = _mm512_mask_max_ps(block_max, keep, block_max, x);
@@ -363,12 +399,14 @@ class AmxHeadsInLanes {
     }
   }
 
-  // The weights of rows [0, rows) into the A tiles of P·V, pt[chunk][step][query][64 bytes]:
-  // 16 × 16 blocks of wᵀ transposed to a row per query, then packed (int8: bytes; bf16:
-  // rounded to nearest even). Keys from `rows` to the end of the last step weigh 0.
+  // The weights of rows [0, rows) into the A tiles of P·V, a row per query: 16 × 16 blocks
+  // of wᵀ transposed. int8: pt[chunk][step][query][64 u8]. bf16: pt[chunk][step][parity]
+  // [query][16 pairs], each weight rounded to bf16 (nearest even) and paired with a 0 — first
+  // (parity 0: the product picks each value pair's even column) or second (parity 1, odd).
+  // Keys from `rows` to the end of the last step weigh 0.
   template <int QC>
   void transpose_weights(std::size_t rows, std::size_t steps) {
-    constexpr std::size_t LQ = QC * W;                // the row stride of qᵀ and sᵀ
+    constexpr std::size_t LQ = QC * W;                // the row stride of wᵀ
     constexpr std::size_t kPerStep = kStepKeys / 16;  // 16-key blocks per A row
     const float* s = w_.get();
     auto* pt = reinterpret_cast<std::uint8_t*>(pt_.get());
@@ -380,38 +418,114 @@ class AmxHeadsInLanes {
           r[i] = t < rows ? _mm512_load_si512(s + t * LQ + c * W) : _mm512_setzero_si512();
         }
         transpose16x16_epi32(r);
-        std::uint8_t* tile = pt + (c * kSteps + kb / kPerStep) * 1024;
-        const std::size_t at = kb % kPerStep * (64 / kPerStep);  // this block's bytes in a row
+        std::uint8_t* tile = pt + (c * kSteps + kb / kPerStep) * kParities * 1024;
         for (std::size_t i = 0; i < 16; ++i) {
           if constexpr (D == KvDtype::int8) {
+            const std::size_t at = kb % kPerStep * 16;  // this block's bytes in a row
             _mm_store_si128(reinterpret_cast<__m128i*>(tile + i * 64 + at),
                             _mm512_cvtepi32_epi8(r[i]));
           } else {
-            _mm256_store_si256(reinterpret_cast<__m256i*>(tile + i * 64 + at),
-                               (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(r[i])));
+            const __m512i even =
+                _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(r[i])));
+            _mm512_store_si512(tile + i * 64, even);
+            _mm512_store_si512(tile + 1024 + i * 64, _mm512_slli_epi32(even, 16));
           }
         }
       }
     }
   }
 
-  // o ← o · correction + w_scale · Σ_steps P · V for all QC query tiles, two query tiles ×
-  // two column tiles (16 accumulator positions each) at a time. bf16 sums straight into o
-  // (tiles loaded from and stored to it), after the rows whose maximum grew are rescaled;
-  // int8 sums each block from 0 in int32 and scales once.
+  // bf16: o ← o · correction + Σ_t w_t · v_t with the value rows read in place as B tiles
+  // (16 rows × 64 bytes: 16 pairs of columns per row). A tdpbf16ps sums each column pair
+  // against a pair of A elements; with (w, 0) it takes the pair's even column, with (0, w)
+  // its odd one, so two products per 16 keys replace the interleaving of value rows into
+  // pairs (measured on the Intel Xeon: the interleave was a fifth of an MQA step, the extra
+  // products cost less than half that). Rows past `rows` and bytes past a row's end come
+  // from a zero-padded copy (0 · NaN is NaN). Accumulator tile (q, s, p) holds columns
+  // 32s + 2n + p of query tile q; it is loaded from o and stored back.
   template <int QC>
-  void weighted_values(std::size_t steps, const float* correction, const float* w_scale) {
-    float* ot = ot_.get();
-    if constexpr (D == KvDtype::bf16) {
-      for (std::size_t i = 0; i < QC * W; ++i) {
-        if (correction[i] == 1.0f) continue;
-        const __m512 c = _mm512_set1_ps(correction[i]);
-        float* o = ot + i * positions_;
-        for (std::size_t j = 0; j < positions_; j += 16) {
-          _mm512_store_ps(o + j, _mm512_mul_ps(_mm512_load_ps(o + j), c));
+  void weighted_values_in_place(const std::byte* v, std::size_t rows, std::size_t steps,
+                                const float* correction) {
+    rescale_rows<QC>(correction);
+    const std::size_t row_bytes = geo_.row_bytes;
+    for (std::size_t c0 = 0; c0 < QC * W; c0 += 2 * W) {
+      const bool two = QC * W - c0 > W;
+      for (std::size_t seg = 0; seg < geo_.segments; ++seg) {
+        if (two) {
+          value_pairs<2>(v, rows, steps, row_bytes, c0, seg);
+        } else {
+          value_pairs<1>(v, rows, steps, row_bytes, c0, seg);
         }
       }
     }
+  }
+
+  template <int QT>
+  void value_pairs(const std::byte* v, std::size_t rows, std::size_t steps, std::size_t row_bytes,
+                   std::size_t c0, std::size_t seg) {
+    const auto* pt = reinterpret_cast<const std::uint8_t*>(pt_.get());
+    float* ot = ot_.get();
+    const std::size_t o_stride = positions_ * 4;
+    // Tile (q, p) in tmm(2p + q): query tile c0/16 + q, columns of parity p.
+    const auto acc = [&](int q, int p) {
+      return ot + (c0 + q * W) * positions_ + (2 * seg + p) * 16;
+    };
+    for_tiles<4>([&](auto t) {
+      if (t % 2 < QT) tile_load<t>(acc(t % 2, t / 2), o_stride);
+    });
+    const std::size_t seg_bytes = row_bytes - seg * 64 < 64 ? row_bytes - seg * 64 : 64;
+    const auto step = [&]<int TB>(std::size_t ks) {
+      const std::size_t n = rows - ks * 16 < 16 ? rows - ks * 16 : 16;
+      const std::byte* b = v + ks * 16 * row_bytes + seg * 64;
+      std::size_t stride = row_bytes;
+      if (n < 16 || seg_bytes < 64) {
+        auto* pad = reinterpret_cast<std::byte*>(v_pad_.get());
+        const __mmask64 bytes = seg_bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << seg_bytes) - 1;
+        for (std::size_t r = 0; r < 16; ++r) {
+          _mm512_store_si512(pad + r * 64, r < n ? _mm512_maskz_loadu_epi8(bytes, b + r * row_bytes)
+                                                 : _mm512_setzero_si512());
+        }
+        b = pad, stride = 64;
+      }
+      tile_load<TB>(b, stride);
+      for_tiles<QT>([&](auto q) {
+        const std::uint8_t* a = pt + ((c0 / W + q) * kSteps + ks) * 2 * 1024;
+        tile_load<4>(a, 64);
+        tile_dp_bf16<q, 4, TB>();
+        tile_load<6>(a + 1024, 64);
+        tile_dp_bf16<q + 2, 6, TB>();
+      });
+    };
+    std::size_t ks = 0;
+    for (; ks + 2 <= steps; ks += 2) {
+      step.template operator()<5>(ks);
+      step.template operator()<7>(ks + 1);
+    }
+    if (ks < steps) step.template operator()<5>(ks);
+    for_tiles<4>([&](auto t) {
+      if (t % 2 < QT) tile_store<t>(acc(t % 2, t / 2), o_stride);
+    });
+  }
+
+  // o rows × their correction where the row's maximum moved (bf16: sums go straight into o).
+  template <int QC>
+  void rescale_rows(const float* correction) {
+    float* ot = ot_.get();
+    for (std::size_t i = 0; i < QC * W; ++i) {
+      if (correction[i] == 1.0f) continue;
+      const __m512 c = _mm512_set1_ps(correction[i]);
+      float* o = ot + i * positions_;
+      for (std::size_t j = 0; j < positions_; j += 16) {
+        _mm512_store_ps(o + j, _mm512_mul_ps(_mm512_load_ps(o + j), c));
+      }
+    }
+  }
+
+  // int8: o ← o · correction + w_scale · Σ_steps P · V for all QC query tiles, two query
+  // tiles × two column tiles (16 accumulator positions each) at a time; each block summed
+  // from 0 in int32 and scaled once.
+  template <int QC>
+  void weighted_values(std::size_t steps, const float* correction, const float* w_scale) {
     for (std::size_t c0 = 0; c0 < QC * W; c0 += 2 * W) {
       for (std::size_t v = 0; v < geo_.acc_vectors; v += 2) {
         if (QC * W - c0 > W) {
@@ -433,16 +547,11 @@ class AmxHeadsInLanes {
     const bool two = v + 1 < geo_.acc_vectors;
     float* ot = ot_.get();
     float* ct = ct_.get();
-    const std::size_t o_stride = positions_ * 4;
+
     const auto acc = [&](int q, int c) { return ot + (c0 + q * W) * positions_ + (v + c) * 16; };
     for_tiles<4>([&](auto t) {
       constexpr int q = t % 2, c = t / 2;
-      if (q >= QT || (c == 1 && !two)) return;
-      if constexpr (D == KvDtype::bf16) {
-        tile_load<t>(acc(q, c), o_stride);
-      } else {
-        tile_zero<t>();
-      }
+      if (q < QT && (c == 0 || two)) tile_zero<t>();
     });
     const std::size_t c_first = c0 / W;
     for (std::size_t ks = 0; ks < steps; ++ks) {
@@ -452,16 +561,14 @@ class AmxHeadsInLanes {
       for_tiles<QT>([&](auto q) {
         constexpr int TA = q == 0 ? 4 : 6;
         tile_load<TA>(pt + ((c_first + q) * kSteps + ks) * 1024, 64);
-        dp_values<q, TA, 5>();
-        if (two) dp_values<q + 2, TA, 7>();
+        tile_dp_u8s8<q, TA, 5>();
+        if (two) tile_dp_u8s8<q + 2, TA, 7>();
       });
     }
     for_tiles<4>([&](auto t) {
       constexpr int q = t % 2, c = t / 2;
       if (q >= QT || (c == 1 && !two)) return;
-      if constexpr (D == KvDtype::bf16) {
-        tile_store<t>(acc(q, c), o_stride);
-      } else {
+      {
         tile_store<t>(ct + t * 256, 64);
         for (std::size_t r = 0; r < 16; ++r) {
           const std::size_t i = c0 + q * W + r;
@@ -484,7 +591,7 @@ class AmxHeadsInLanes {
   Scratch<A> s_, w_;  // sᵀ and wᵀ: scores and weights, [key][query]
   Scratch<A, std::int32_t> pt_, vt_;
   Scratch<A> ot_, ct_;
-  Scratch<A, std::int32_t> k_pad_, k_tail_;
+  Scratch<A, std::int32_t> k_pad_, k_tail_, v_pad_;
   Scratch<A> pads_;
   Scratch<A, std::uint32_t> natural_;  // as DotHeadsInLanes::natural_
 };
