@@ -48,6 +48,25 @@ TEST(KvscopeCompute, ReportRowsCarryUnitAndItsPeak) {
   EXPECT_EQ(rows[0]["compute_unit"], "fp32-fma");  // f32 caches always widen (no conversion)
 }
 
+// The header probes every unit this CPU has, whether a row ran on it or not (here only the
+// f32 row runs, on fp32-fma).
+TEST(KvscopeCompute, ReportHeaderProbesEveryUnitTheCpuHas) {
+  const CommandResult r = kvscope(
+      "report --no-layer --no-prefill --steps 1 --tokens 200 --kv-heads 1 --kv-dtypes f32 "
+      "--cache-state warm --heads 8 --d-head 64");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::size_t at = r.out.find("Compute peaks measured");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  for (ComputeUnit unit : {ComputeUnit::fp32_fma, ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16,
+                           ComputeUnit::amx_int8, ComputeUnit::amx_bf16}) {
+    const bool listed = line.find(std::string(to_string(unit)) + " ") != std::string::npos;
+    const bool expected =
+        unit == ComputeUnit::fp32_fma || (cpu_has(unit) && cpu_supports(Isa::avx512));
+    EXPECT_EQ(expected, listed) << to_string(unit) << " in: " << line;
+  }
+}
+
 TEST(KvscopeCompute, BadModeIsOneClearLine) {
   for (const char* command : {"decode --steps 1 --tokens 10", "report --no-layer --tokens 10",
                               "run --model /nonexistent --layer 0 --input x.npy --output y.npy"}) {
