@@ -211,8 +211,8 @@ BENCHMARK(BM_DecodeRef)->Args({4096, 4096, 0})->Unit(benchmark::kMicrosecond)->U
 // Prefill through the layer's Projector: [m × k] · W[n × k]ᵀ with W stored as range(3)
 // (0 f32, 1 bf16, 2 f16) and range(4) the compute mode (0 exact: W widened to f32 a block at
 // a time; 1 fast: bf16 × bf16 on the CPU's bf16 units). of_unit_peak divides by the peak
-// of the unit oneDNN runs on, measured in this process (fp32 FMA, or avx512-bf16 where the
-// CPU has it: AMX-BF16 hosts run faster than that peak).
+// of the unit oneDNN runs on, measured in this process (fp32 FMA; for bf16 fast, AMX-BF16
+// where Linux grants it, else AVX512-BF16).
 void BM_PrefillProjector(benchmark::State& state) {
   const auto m = static_cast<std::size_t>(state.range(0)),
              k = static_cast<std::size_t>(state.range(1)),
@@ -226,8 +226,12 @@ void BM_PrefillProjector(benchmark::State& state) {
   Projector project(best_isa(), kThreads, mode);
   project(x.data(), w.view(), m, y.data());  // warm-up: primitive creation
   const bool on_bf16 = mode == ComputeMode::fast && dtype == WeightDtype::bf16;
-  const ComputeUnit unit =
-      on_bf16 && cpu_features().avx512_bf16 ? ComputeUnit::avx512_bf16 : ComputeUnit::fp32_fma;
+  // oneDNN's bf16 matmul takes AMX-BF16 where Linux granted it (ONEDNN_VERBOSE names
+  // brg:avx512_core_amx_bf16), else AVX512-BF16.
+  const ComputeUnit unit = !on_bf16                         ? ComputeUnit::fp32_fma
+                           : cpu_has(ComputeUnit::amx_bf16) ? ComputeUnit::amx_bf16
+                           : cpu_features().avx512_bf16     ? ComputeUnit::avx512_bf16
+                                                            : ComputeUnit::fp32_fma;
   state.SetLabel(std::string(to_string(dtype)) + " " + std::string(to_string(mode)) + ", peak of " +
                  std::string(to_string(unit)));
   double seconds = 0;
