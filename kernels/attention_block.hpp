@@ -84,6 +84,28 @@ class LinePrefetcher {
   const char* end_;
 };
 
+// Two ranges (a block's K and V rows) requested over every phase of the work before them, a
+// share of the lines per phase, a few per step: requests issued only in one phase wait on
+// the miss buffers there and leave memory idle in the others.
+class PhasedPrefetcher {
+ public:
+  PhasedPrefetcher(const void* k, const void* v, std::size_t bytes_each)
+      : k_(k, bytes_each), v_(v, bytes_each), total_(k_.lines_left() + v_.lines_left()) {}
+  // The next phase requests about `share` of all the lines over `steps` calls of step().
+  void phase(double share, std::size_t steps) {
+    const auto lines = static_cast<std::size_t>(share * static_cast<double>(total_)) + 1;
+    per_step_ = steps ? (lines + steps - 1) / steps : 0;
+  }
+  void step() {
+    for (std::size_t i = 0; i < per_step_; ++i) k_.lines_left() ? k_.next() : v_.next();
+  }
+  void rest() { k_.rest(), v_.rest(); }
+
+ private:
+  LinePrefetcher k_, v_;
+  std::size_t total_, per_step_ = 0;
+};
+
 // What to prefetch while the block [b0, b0 + nb) of a key range ending at `end` computes: the
 // next block's rows (`rows` of them at k and v; 0 at the range's end), which the kernels
 // prefetch row by row, a block ahead. Not with pages shorter than a block: the next block of

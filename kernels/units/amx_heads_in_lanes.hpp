@@ -141,20 +141,18 @@ class AmxHeadsInLanes {
         block_scales<A>(kv, kvh, b0, nb, kBlock, pads_.get(), pads_.get() + kBlock, k_scale,
                         v_scale);
       }
-      scores<QC>(kv.k_row(kvh, b0), rows);
+      // The next block's keys (and bf16's values, read in place; int8 interleaves its values
+      // and requests them then) over the scores, the softmax and P·V, about as their times.
+      PhasedPrefetcher pf(next.k, D == KvDtype::bf16 ? next.v : nullptr,
+                          next.rows * geo_.row_bytes);
+      pf.phase(0.2, (rows + 15) / 16 * (full_steps_ + (tail_bytes_ ? 1 : 0)));
+      scores<QC>(kv.k_row(kvh, b0), rows, pf);
       alignas(64) float correction[L], w_scale[L];
-      // The next block's keys, spread evenly over the softmax's row steps (a burst at the end
-      // stalled on the miss buffers: 11% of a warm MQA step).
-      // bf16 reads its values in place: their next block is prefetched here too.
-      const std::size_t next_bytes = next.rows * geo_.row_bytes;
-      LinePrefetcher pf(next.k, next_bytes),
-          pf_v(D == KvDtype::bf16 ? next.v : nullptr, next_bytes);
-      const std::size_t per_row =
-          (pf.lines_left() + pf_v.lines_left() + QC * rows - 1) / (QC * rows);
-      softmax<QC>(rows, visible, sq, k_scale, v_scale, m, l, correction, w_scale, pf, pf_v,
-                  per_row);
-      pf.rest(), pf_v.rest();
-      values_.template add_block<QC>(w_.get(), kv.v_row(kvh, b0), rows, correction, w_scale, next);
+      pf.phase(0.35, QC * rows);
+      softmax<QC>(rows, visible, sq, k_scale, v_scale, m, l, correction, w_scale, pf);
+      values_.template add_block<QC>(w_.get(), kv.v_row(kvh, b0), rows, correction, w_scale, next,
+                                     pf);
+      pf.rest();
     }
 
     for (int v = 0; v < QC; ++v) {
@@ -172,11 +170,12 @@ class AmxHeadsInLanes {
   // the float slots; bf16: f32 scores), 16 rows at a time. A row's last bytes short of a
   // 64-byte step are copied into a zero-padded tile (the query groups past it are 0).
   template <int QC>
-  void scores(const std::byte* k, std::size_t rows) {
+  void scores(const std::byte* k, std::size_t rows, PhasedPrefetcher& pf) {
     constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ and sᵀ
     const std::size_t row_bytes = geo_.row_bytes;
     const std::int32_t* qt = qt_.get();
     const auto step = [&]<int TA>(std::size_t ks, const void* a, std::size_t stride) {
+      pf.step();
       tile_load<TA>(a, stride);
       for_tiles<QC>([&](auto c) {
         constexpr int TB = c % 2 == 0 ? 5 : 7;
@@ -218,7 +217,7 @@ class AmxHeadsInLanes {
   // into wᵀ (same layout): bf16 e^(s − m); int8 e^(s − m) · v_scale quantized to 0…255
   // against the lane's largest, as int32. correction: e^(m_old − m) per lane; w_scale: the
   // factor back from the unit's sums (int8: w_max / 255, 0 for a lane with no weight; bf16:
-  // 1). pf, then pf_v, take per_row lines per row step.
+  // 1). pf steps once per row.
   //
   // One pass where every lane has a running maximum: the weights are taken against it while
   // the block's maximum is found; m moves only when a score passes it by more than kSlack
@@ -229,7 +228,7 @@ class AmxHeadsInLanes {
   template <int QC>
   void softmax(std::size_t rows, const float* visible, const float* sq, const float* k_scale,
                const float* v_scale, __m512* m, __m512* l, float* correction, float* w_scale,
-               LinePrefetcher& pf, LinePrefetcher& pf_v, std::size_t per_row) {
+               PhasedPrefetcher& pf) {
     constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ, sᵀ and wᵀ
     constexpr float kSlack = 8.0f;
     const float* s = s_.get();
@@ -259,7 +258,7 @@ class AmxHeadsInLanes {
         sum = _mm512_setzero_ps(), w_max = _mm512_setzero_ps();
         block_max = _mm512_set1_ps(-kInf);
         for (std::size_t r = 0; r < rows; ++r) {
-          for (std::size_t i = 0; i < per_row; ++i) pf.lines_left() ? pf.next() : pf_v.next();
+          pf.step();
           const __m512 x = score(r);
           const __mmask16 keep = seen(r);
           block_max = _mm512_mask_max_ps(block_max, keep, block_max, x);

@@ -70,18 +70,22 @@ class AmxValues {
   // One block: the weights wᵀ of its rows [0, rows) (row stride QC·16; int8 as u8 in int32
   // slots) times the block's value rows at v, into the accumulators of QC query tiles.
   // correction and w_scale per query: see weighted_values. next: the block after it, whose
-  // value rows int8 prefetches while interleaving (bf16's come over the softmax).
+  // value rows int8 prefetches while interleaving; pf takes its steps here too.
   template <int QC>
   void add_block(const float* w, const std::byte* v, std::size_t rows, const float* correction,
-                 const float* w_scale, const NextBlock& next) {
+                 const float* w_scale, const NextBlock& next, PhasedPrefetcher& pf) {
     const std::size_t steps = (rows + kStepKeys - 1) / kStepKeys;
-    transpose_weights<QC>(w, rows, steps);
+    // int8 interleaves its values (requesting the next block's as it goes): the transpose
+    // then takes P·V's share of the keys too.
+    pf.phase(D == KvDtype::int8 ? 0.45 : 0.1, QC * steps * (kStepKeys / 16));
+    transpose_weights<QC>(w, rows, steps, pf);
     if constexpr (D == KvDtype::int8) {
       // Rows past the visible ones go in as zeros (their weights are 0).
       interleave_values<D>(v, rows, steps * kStepKeys, geo_, vt_.get(), next.v, next.rows);
       weighted_values<QC>(steps, correction, w_scale);
     } else {
-      weighted_values_in_place<QC>(v, rows, steps, correction);
+      pf.phase(0.35, (QC + 1) / 2 * geo_.segments * steps);
+      weighted_values_in_place<QC>(v, rows, steps, correction, pf);
     }
   }
 
@@ -145,12 +149,14 @@ class AmxValues {
   // (parity 0: the product picks each value pair's even column) or second (parity 1, odd).
   // Keys from `rows` to the end of the last step weigh 0.
   template <int QC>
-  void transpose_weights(const float* s, std::size_t rows, std::size_t steps) {
+  void transpose_weights(const float* s, std::size_t rows, std::size_t steps,
+                         PhasedPrefetcher& pf) {
     constexpr std::size_t LQ = QC * W;                // the row stride of wᵀ
     constexpr std::size_t kPerStep = kStepKeys / 16;  // 16-key blocks per A row
     auto* pt = reinterpret_cast<std::uint8_t*>(pt_.get());
     for (int c = 0; c < QC; ++c) {
       for (std::size_t kb = 0; kb < steps * kPerStep; ++kb) {
+        pf.step();
         __m512i r[16];
         for (std::size_t i = 0; i < 16; ++i) {
           const std::size_t t = kb * 16 + i;
@@ -184,16 +190,16 @@ class AmxValues {
   // 32s + 2n + p of query tile q; it is loaded from o and stored back.
   template <int QC>
   void weighted_values_in_place(const std::byte* v, std::size_t rows, std::size_t steps,
-                                const float* correction) {
+                                const float* correction, PhasedPrefetcher& pf) {
     rescale_rows<QC>(correction);
     const std::size_t row_bytes = geo_.row_bytes;
     for (std::size_t c0 = 0; c0 < QC * W; c0 += 2 * W) {
       const bool two = QC * W - c0 > W;
       for (std::size_t seg = 0; seg < geo_.segments; ++seg) {
         if (two) {
-          value_pairs<2>(v, rows, steps, row_bytes, c0, seg);
+          value_pairs<2>(v, rows, steps, row_bytes, c0, seg, pf);
         } else {
-          value_pairs<1>(v, rows, steps, row_bytes, c0, seg);
+          value_pairs<1>(v, rows, steps, row_bytes, c0, seg, pf);
         }
       }
     }
@@ -201,7 +207,7 @@ class AmxValues {
 
   template <int QT>
   void value_pairs(const std::byte* v, std::size_t rows, std::size_t steps, std::size_t row_bytes,
-                   std::size_t c0, std::size_t seg) {
+                   std::size_t c0, std::size_t seg, PhasedPrefetcher& pf) {
     const auto* pt = reinterpret_cast<const std::uint8_t*>(pt_.get());
     float* ot = ot_.get();
     const std::size_t o_stride = positions_ * 4;
@@ -214,6 +220,7 @@ class AmxValues {
     });
     const std::size_t seg_bytes = row_bytes - seg * 64 < 64 ? row_bytes - seg * 64 : 64;
     const auto step = [&]<int TB>(std::size_t ks) {
+      pf.step();
       const std::size_t n = rows - ks * 16 < 16 ? rows - ks * 16 : 16;
       const std::byte* b = v + ks * 16 * row_bytes + seg * 64;
       std::size_t stride = row_bytes;
