@@ -329,16 +329,21 @@ class AmxHeadsInLanes {
 // shapes it cannot serve: the fallback keeps a direct call correct.
 template <class A, KvDtype D>
 struct AmxRunner {
-  AmxRunner(std::size_t head_dim, std::size_t max_queries) : other(head_dim, max_queries) {
-    if (AmxHeadsInLanes<A, D>::suits(head_dim)) tiles.emplace(head_dim);
+  // One of the two, made per thread per call: the other's buffers would only be allocated.
+  AmxRunner(std::size_t head_dim, std::size_t max_queries) {
+    if (AmxHeadsInLanes<A, D>::suits(head_dim)) {
+      tiles.emplace(head_dim);
+    } else {
+      other.emplace(head_dim, max_queries);
+    }
   }
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
     if (tiles) return tiles->run(kv, kvh, t0, t1, st, count);
-    other.run(kv, kvh, t0, t1, st, count, nv, direct, ws);
+    other->run(kv, kvh, t0, t1, st, count, nv, direct, ws);
   }
   std::optional<AmxHeadsInLanes<A, D>> tiles;
-  DotUnitRunner<A, D> other;
+  std::optional<DotUnitRunner<A, D>> other;
 };
 template <class A>
 struct KeyRunner<A, KvDtype::int8, ComputeUnit::amx_int8> : AmxRunner<A, KvDtype::int8> {

@@ -49,9 +49,11 @@ std::string feature_of(ComputeUnit unit) {
     case ComputeUnit::vnni_int8:
       return "avx512_vnni";
     case ComputeUnit::amx_int8:
-      return "amx_int8 (or Linux's grant of tile data: " + cpu_features().amx_note + ")";
-    case ComputeUnit::amx_bf16:
-      return "amx_bf16 (or Linux's grant of tile data: " + cpu_features().amx_note + ")";
+    case ComputeUnit::amx_bf16: {
+      const std::string note = cpu_features().amx_note;  // why the OS withholds the tiles
+      return std::string(unit == ComputeUnit::amx_int8 ? "amx_int8" : "amx_bf16") +
+             (note.empty() ? "" : " (" + note + ")");
+    }
     default:
       return "avx512_bf16";
   }
