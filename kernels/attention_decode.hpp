@@ -24,15 +24,17 @@ namespace kvscope::simd {
 
 inline constexpr std::size_t kKeyBlock = 64;  // keys per online-softmax block (multiple of W)
 
-// How the sequence of one decode step is cut. The split depends on the problem only, not on
-// the thread count (up to 16 threads), so results are bitwise identical for 1..16 threads.
+// How the sequence of one decode step is cut. The split depends on the problem (and the
+// kernel's min_chunk) only, not on the thread count (up to 16 threads), so results are
+// bitwise identical for 1..16 threads. min_chunk: keys below which a chunk costs more in
+// setup and merge than it gains.
 template <class A>
 struct DecodePlan {
   std::size_t chunks_per_head = 1;
   std::size_t chunk_len = 0;  // keys, a multiple of kKeyBlock
 
-  DecodePlan(std::size_t n_keys, std::size_t n_kv_heads, int threads) {
-    constexpr std::size_t kMinChunk = 256;    // below this the merge costs more than it gains
+  DecodePlan(std::size_t n_keys, std::size_t n_kv_heads, int threads, std::size_t min_chunk) {
+    const std::size_t kMinChunk = min_chunk;
     constexpr std::size_t kLongChunk = 8192;  // long contexts are split for load balance
     const std::size_t want_items = threads > 16 ? static_cast<std::size_t>(threads) : 16;
     std::size_t chunks = (want_items + n_kv_heads - 1) / n_kv_heads;
@@ -157,6 +159,11 @@ void load_scaled_query(const float* q, std::size_t d, std::size_t dp, float scal
   for (std::size_t j = d; j < dp; ++j) q_out[j] = 0.0f;
 }
 
+// Keys per work item at least (DecodePlan's min_chunk): 256 for most runners; kernels whose
+// run() sets up more (packing 32 queries, tile accumulators) raise it.
+template <class Runner>
+inline constexpr std::size_t kMinChunkKeys = 256;
+
 // Runners whose run() costs nothing beyond its keys (no query packing or state copies per
 // call) can be called a page at a time: decode_with then reads a paged cache page by page.
 template <class Runner>
@@ -189,7 +196,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const bool by_page = kRunsPageByPage<Runner> && kv.paged() && kv.n_kv_heads > 1;
   const std::size_t heads_per_item = by_page ? kv.n_kv_heads : 1;
-  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads);
+  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads, kMinChunkKeys<Runner>);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
