@@ -38,11 +38,11 @@ namespace kvscope::simd {
 template <class A, KvDtype D>
 class AmxHeadsInLanes {
   static_assert(D == KvDtype::int8 || D == KvDtype::bf16, "AMX serves int8 and bf16 caches");
-  static constexpr std::size_t W = 16;       // queries per tile
-  static constexpr std::size_t kChunks = 4;  // query tiles per pass: accumulators tmm0..3
-  static constexpr std::size_t L = kChunks * W;
-  static constexpr std::size_t kBlock = kDotBlock;  // keys per softmax block
   using Values = AmxValues<A, D>;
+  // Queries per tile, query tiles per pass (accumulators tmm0..3), queries per pass, keys per
+  // softmax block: P·V's, so that both halves agree.
+  static constexpr std::size_t W = Values::W, kChunks = Values::kChunks, L = Values::L,
+                               kBlock = Values::kBlock;
   using Geo = DotGeometry<D>;
   // Tiles, all 16 rows × 64 bytes: 0..3 accumulators; A operands in 4 and 6, B in 5 and 7,
   // alternated so that a load never waits for the product still reading that tile (tiles
