@@ -102,7 +102,7 @@ ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std
       cpu_has(ComputeUnit::amx_bf16)) {
     return ComputeUnit::amx_bf16;
   }
-  if (dtype == KvDtype::int8 && sharing >= kVnniMinSharing && cpu_has(ComputeUnit::vnni_int8)) {
+  if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8)) {
     return ComputeUnit::vnni_int8;
   }
   if (dtype == KvDtype::bf16 && sharing >= kBf16DotMinSharing &&

@@ -35,10 +35,13 @@ ComputeMode parse_compute_mode(std::string_view name);
 //   32 (MQA):   AMX against exact at 32,768 tokens: bf16 2.6×, int8 2.9×.
 inline constexpr std::size_t kAmxMinSharing = 8;
 
-// Query vectors that must share each key block for a dot unit to pay: its kernels transpose
-// and interleave every block once for all of them. Measured on AMD Zen 5 (Turin-like VM,
-// d_head 128, 2 threads), decode step against the widening kernel:
-//   1 query (MHA):  1.8× slower (32,768 tokens, warm);
+// Query vectors from which the VNNI kernels transpose each int8 key block once for all of
+// them (dot_tiles.hpp); below it each query reads the key rows in place (dot_key_rows.hpp).
+// bf16 needs kBf16DotMinSharing for its unit to pay at all. The transposing kernel measured
+// on AMD Zen 5 (Turin-like VM, d_head 128, 2 threads), decode step against the widening one:
+//   1 query (MHA):  1.8× slower (32,768 tokens, warm); in place instead (Intel Xeon with AMX,
+//                   2026-12-02, cold, median of 3): 9.2 against 12.5 ms at 32,768 tokens,
+//                   630 against 780 µs at 2,000 — 92% and 82% of the read loop;
 //   4 (GQA-8):      int8 1.4× faster warm at 2,000 tokens (106–127 against 145–147 µs) and
 //                   1.04–1.16× cold at 2,000 and 32,768 (2026-12-01); bf16 0.8–1.0× — no gain;
 //   8, 16 (GQA-4, GQA-2): 1.6–2.6× faster; 32 (MQA): int8 2.8×, bf16 2.1× faster.

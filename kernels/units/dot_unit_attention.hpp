@@ -36,88 +36,12 @@
 #include "kernels/attention_decode.hpp"
 #include "kernels/kv_view.hpp"
 #include "kernels/number_formats.hpp"
+#include "kernels/units/dot_key_rows.hpp"
+#include "kernels/units/dot_query.hpp"
 #include "kernels/units/dot_tiles.hpp"
 #include "kernels/units/dot_unit_kernels.hpp"
 
 namespace kvscope::simd {
-
-// acc + the dot products of groups of 4 u8 (a) × s8 (b), and of pairs of bf16 a × b. As
-// inline assembly: GCC 12 copies the accumulator of the vpdpbusd / vdpbf16ps intrinsics into
-// a fresh register and back around every instruction in a loop (measured 35% slower); "+v"
-// keeps it in place. Operands in AT&T order: b, a, acc.
-inline __m512i dot_u8s8(__m512i acc, __m512i a, __m512i b) {
-  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
-  return acc;
-}
-inline __m512 dot_bf16(__m512 acc, __m512i a, __m512i b) {
-  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
-  return acc;
-}
-
-// Lanes [0, n − first) of a 16-key vector starting at key `first`.
-inline __mmask16 lanes_below(std::size_t n, std::size_t first) {
-  return n >= first + 16 ? __mmask16(0xffff)
-         : n > first     ? __mmask16((1u << (n - first)) - 1)
-                         : __mmask16(0);
-}
-
-// One query prepared for the unit: 32-bit groups of its quantized or rounded elements.
-struct DotQuery {
-  std::int32_t* groups = nullptr;  // [segments · 16]
-  float scale = 1.0f;              // int8: sq (score = sq · k_scale · integer dot)
-  std::int32_t offset = 0;         // int8: 128 · Σ q8, the bias of the unsigned keys
-};
-
-// Packs q[0, d) (already × 1/√d) into `out`, zero-padded to the segment grid.
-template <KvDtype D>
-void pack_query(const float* q, const DotGeometry<D>& geo, DotQuery& out) {
-  auto* bytes = reinterpret_cast<std::uint8_t*>(out.groups);
-  // memset, not a byte loop: a byte store may alias geo, so GCC reloads the bound each step
-  // (perf: 10% of AMX prefill).
-  std::memset(bytes, 0, geo.segments * 64);
-  if constexpr (D == KvDtype::int8) {
-    __m512 vmax = _mm512_setzero_ps();
-    for (std::size_t j = 0; j < geo.d; j += 16) {
-      vmax =
-          _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j)));
-    }
-    const float amax = _mm512_reduce_max_ps(vmax);
-    out.scale = amax / 127.0f;
-    out.offset = 0;
-    if (amax == 0.0f) return;  // all-zero query: every score 0, q8 = 0
-    const __m512 inv = _mm512_set1_ps(127.0f / amax);
-    __m512i vsum = _mm512_setzero_si512();
-    for (std::size_t j = 0; j < geo.d; j += 16) {  // lanes past d load 0 and store 0
-      const __m512 x = _mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j);
-      const __m512i q8 = _mm512_cvtps_epi32(_mm512_mul_ps(x, inv));  // round to nearest even
-      vsum = _mm512_add_epi32(vsum, q8);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(bytes + j), _mm512_cvtsepi32_epi8(q8));
-    }
-    const int sum = _mm512_reduce_add_epi32(vsum);  // |Σ| ≤ 127 · d: no overflow
-    out.offset = 128 * sum;
-  } else {
-    out.scale = 1.0f;
-    out.offset = 0;
-    auto* halves = reinterpret_cast<std::uint16_t*>(out.groups);
-    for (std::size_t j = 0; j < geo.d; ++j) halves[j] = f32_to_bf16_bits(q[j]);
-  }
-}
-
-// −inf in lanes [n − first, 16) of a 16-key vector starting at key `first`.
-inline __m512 mask_past(__m512 s, std::size_t n, std::size_t first) {
-  return _mm512_mask_blend_ps(lanes_below(n, first),
-                              _mm512_set1_ps(-std::numeric_limits<float>::infinity()), s);
-}
-
-// The unit's accumulator register: int32 lanes for VNNI, f32 for bf16.
-template <KvDtype D>
-struct DotAcc {
-  using type = __m512;
-};
-template <>
-struct DotAcc<KvDtype::int8> {
-  using type = __m512i;
-};
 
 // s[i][t] for queries i < count (4 at a time; a short tail repeats its last query) over the
 // block's 64 transposed keys; −inf for t ≥ n[i]. k_scale: int8 per-key scales (64, padded).
@@ -339,6 +263,9 @@ class DotUnitKeys {
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t /*nv*/, bool /*direct*/,
            const DecodeScratch<A>& /*unused*/) {
+    // int8 keys of fewer than kVnniMinSharing queries are read in place, row by row
+    // (dot_key_rows.hpp): for so few queries the transpose costs more than it saves.
+    const bool in_place = D == KvDtype::int8 && count < kVnniMinSharing;
     DotQuery* queries = queries_.get();
     float* k_scale_pad = floats_.get();
     float* v_scale_pad = k_scale_pad + kDotBlock;
@@ -380,9 +307,20 @@ class DotUnitKeys {
       }
       // Only the n_max rows some query sees are read; key vectors past them hold stale
       // lanes that dot_scores masks to −inf (a select, so even NaN patterns drop out).
-      transpose_keys<D>(kv.k_row(kvh, b0), n_max, geo_, kt_.get(), next.k, next.rows);
+      if (in_place) {
+        if constexpr (D == KvDtype::int8) {
+          LinePrefetcher pf(next.k, next.rows * geo_.row_bytes);
+          for (std::size_t li = 0; li < n_live; ++li) {
+            dot_scores_rows(*live_q_.get()[li], kv.k_row(kvh, b0), n_.get()[li], geo_, k_scale,
+                            s_rows_.get()[li], pf);
+          }
+          pf.rest();
+        }
+      } else {
+        transpose_keys<D>(kv.k_row(kvh, b0), n_max, geo_, kt_.get(), next.k, next.rows);
+        dot_scores<D>(live_q_.get(), n_.get(), n_live, kt_.get(), geo_, k_scale, s_rows_.get());
+      }
       interleave_values<D>(kv.v_row(kvh, b0), n_max, n_max, geo_, vt_.get(), next.v, next.rows);
-      dot_scores<D>(live_q_.get(), n_.get(), n_live, kt_.get(), geo_, k_scale, s_rows_.get());
 
       for (std::size_t li = 0; li < n_live; ++li) {
         std::int32_t* wi = weights_.get() + li * kRowGroups;

@@ -275,12 +275,14 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::int8, 32, 128, Isa::avx2));
   EXPECT_EQ(ComputeUnit::fp32_fma,
             unit_for(KvDtype::int8, 32, 128, Isa::avx512, ComputeMode::exact));
-  // One query per key block (MHA): no unit pays. Four (GQA-8 decode): VNNI for int8, and
-  // bf16 stays exact. From eight (GQA-4, MQA, prefill): AMX where the CPU has it.
+  // One to four queries per key block (MHA to GQA-8 decode): VNNI for int8 (rows in place
+  // below four), and bf16 stays exact. From eight (GQA-4, MQA, prefill): AMX where the CPU
+  // has it.
   const bool amx_int8 = cpu_has(ComputeUnit::amx_int8), amx_bf16 = cpu_has(ComputeUnit::amx_bf16);
   const ComputeUnit vnni =
       cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma;
-  EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::int8, 1));
+  EXPECT_EQ(vnni, unit_for(KvDtype::int8, 1));
+  EXPECT_EQ(vnni, unit_for(KvDtype::int8, 2));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 1));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 4));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 4));
