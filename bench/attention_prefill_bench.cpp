@@ -83,7 +83,7 @@ int register_all() {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
-      for (ComputeUnit unit : units_for(dtype)) {
+      for (ComputeUnit unit : units_for(dtype, 64)) {  // a prefill tile: 64 query vectors
         const std::string name = "Prefill/kv" + std::to_string(kv) + "/tokens" +
                                  std::to_string(kTokens) + "/" + std::string(to_string(dtype)) +
                                  "/avx512/" + std::string(to_string(unit));

@@ -36,10 +36,21 @@ void attend_prefill(const AttentionProblem& p, int threads);
   KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, f16)             \
   KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, bf16)            \
   KVSCOPE_ATTENTION_KERNELS(PREFIX, ARCH, int8)
-// The dot units: int8 on VNNI, bf16 on AVX512-BF16 (kernels/arch/avx512_dot.cpp).
+// The dot units: int8 on VNNI, bf16 on AVX512-BF16 (kernels/arch/avx512_dot.cpp); int4 below.
 #define KVSCOPE_DOT_UNIT_KERNELS(PREFIX)                            \
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, int8, vnni_int8) \
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, bf16, avx512_bf16)
+
+// int4 keys and values on VNNI, up to kInt4DotMaxSharing queries per key block
+// (kernels/units/dot_int4.hpp).
+template <class A>
+void attend_decode_int4_dot(const AttentionProblem& p, int threads);
+template <class A>
+void attend_prefill_int4_dot(const AttentionProblem& p, int threads);
+#define KVSCOPE_INT4_DOT_KERNELS(PREFIX)                                              \
+  PREFIX template void attend_decode_int4_dot<avx512_dot>(const AttentionProblem&, int); \
+  PREFIX template void attend_prefill_int4_dot<avx512_dot>(const AttentionProblem&, int);
+KVSCOPE_INT4_DOT_KERNELS(extern)
 
 // The AMX units: int8 on AMX-INT8, bf16 on AMX-BF16 (kernels/arch/avx512_amx.cpp).
 #define KVSCOPE_AMX_KERNELS(PREFIX)                                \
@@ -133,13 +144,17 @@ void attend_arch(const AttentionProblem& p, int threads) {
   }
 }
 
-// One attention call on a dot or matrix unit (the cache's dtype is the unit's: int8 for
-// vnni-int8 and amx-int8, bf16 for avx512-bf16 and amx-bf16). The caller checks the CPU has
-// the unit.
+// One attention call on a dot or matrix unit (the cache's dtype is the unit's: int8 or int4
+// for vnni-int8, int8 for amx-int8, bf16 for avx512-bf16 and amx-bf16). The caller checks the
+// CPU has the unit.
 inline void attend_dot_unit(const AttentionProblem& p, ComputeUnit unit, int threads) {
   if (p.n_queries == 0) return;
   if (threads < 1) threads = 1;
   const bool decode = p.n_queries == 1;
+  if (unit == ComputeUnit::vnni_int8 && p.kv.k_dtype == KvDtype::int4) {
+    return decode ? attend_decode_int4_dot<avx512_dot>(p, threads)
+                  : attend_prefill_int4_dot<avx512_dot>(p, threads);
+  }
   if (unit == ComputeUnit::amx_int8) {
     return decode ? attend_decode<avx512_amx, KvDtype::int8, ComputeUnit::amx_int8>(p, threads)
                   : attend_prefill<avx512_amx, KvDtype::int8, ComputeUnit::amx_int8>(p, threads);

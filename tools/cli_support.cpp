@@ -113,8 +113,8 @@ void ComputeFlags::add_to(CLI::App& app) {
           ->transform(thread_count());
   app.add_option("--isa", isa, "scalar | sse2 | avx2 | avx512 (default: $KVSCOPE_ISA or the best)");
   app.add_option("--compute", compute,
-                 "exact (widen every element to f32) | fast (int8 on VNNI, bf16 on AVX512-BF16 "
-                 "where the CPU has them)")
+                 "exact (widen every element to f32) | fast (int8 on AMX or VNNI, int4 on "
+                 "VNNI, bf16 on AMX or AVX512-BF16 where the CPU has them)")
       ->capture_default_str();
 }
 

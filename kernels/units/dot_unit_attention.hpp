@@ -127,10 +127,10 @@ inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
 // groups: int8 as u8 against the block's largest weight, bf16 rounded. Returns the factor
 // that turns the unit's sums back into Σ w · v (int8: w_max / 255, 0 when every weight is 0;
 // bf16: 1).
-template <KvDtype D>
-float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_scale, float* acc,
-                   std::size_t lanes, std::int32_t* packed) {
-  __m512 x[4];
+// The softmax step alone: x[k] ← e^(s[16k, 16k + 16) − m), 0 past n, with m, l and acc
+// updated as above.
+inline void softmax_block(QueryState& q, const float* s, std::size_t n, float* acc,
+                          std::size_t lanes, __m512 x[4]) {
   for (int k = 0; k < 4; ++k) x[k] = _mm512_load_ps(s + 16 * k);
   const float block_max =
       _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3])));
@@ -150,6 +150,13 @@ float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_
     sum = _mm512_add_ps(sum, x[k]);
   }
   q.l += _mm512_reduce_add_ps(sum);
+}
+
+template <KvDtype D>
+float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_scale, float* acc,
+                   std::size_t lanes, std::int32_t* packed) {
+  __m512 x[4];
+  softmax_block(q, s, n, acc, lanes, x);
   auto* halves = reinterpret_cast<__m256i*>(packed);
   if constexpr (D == KvDtype::int8) {
     for (int k = 0; k < 4; ++k) x[k] = _mm512_mul_ps(x[k], _mm512_loadu_ps(v_scale + 16 * k));

@@ -110,8 +110,8 @@ using Param = std::tuple<ComputeUnit, std::size_t>;  // unit, query heads per kv
 
 class DotUnitAttention : public ::testing::TestWithParam<Param> {};
 
-void check_unit(ComputeUnit unit, std::size_t group, Data data, const std::vector<Case>& cases) {
-  const KvDtype dtype = dtype_of(unit);
+void check_unit(ComputeUnit unit, std::size_t group, Data data, const std::vector<Case>& cases,
+                KvDtype dtype) {
   const std::size_t n_kv = group == 32 ? 1 : 2;
   const std::size_t n_heads = n_kv * group;
   unsigned seed = 100;
@@ -164,8 +164,8 @@ void check_unit(ComputeUnit unit, std::size_t group, Data data, const std::vecto
 TEST_P(DotUnitAttention, WithinTwiceTheFormatErrorOfTheExactPath) {
   const auto [unit, group] = GetParam();
   if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
-  check_unit(unit, group, Data::uniform, cases({24, 40, 80, 128, 136, 256}));
-  check_unit(unit, group, Data::ragged, cases({40, 128}));
+  check_unit(unit, group, Data::uniform, cases({24, 40, 80, 128, 136, 256}), dtype_of(unit));
+  check_unit(unit, group, Data::ragged, cases({40, 128}), dtype_of(unit));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -184,18 +184,16 @@ INSTANTIATE_TEST_SUITE_P(
 // 64 tokens keep the 64-key blocks, so every bit equals the contiguous layout; pages of 16
 // cut a block every 16 keys, which moves the int8 weights' block scale, so the result is held
 // to check 1's bound against the reference on the same rounded query.
-TEST_P(DotUnitAttention, PagedLayoutReadsThroughThePageTable) {
-  const auto [unit, group] = GetParam();
-  if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
+void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
   const std::size_t n_kv = group == 32 ? 1 : 2;
   unsigned seed = 300;
   for (const Case& c : cases({40, 128})) {
     SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", first_pos " +
                  std::to_string(c.first_pos) + ", n_queries " + std::to_string(c.n_queries));
-    const RandomProblem rp(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype_of(unit),
+    const RandomProblem rp(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype,
                            seed, 1.0f, Data::ragged);
     RandomProblem rounded_q(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries,
-                            dtype_of(unit), seed++, 1.0f, Data::ragged);
+                            dtype, seed++, 1.0f, Data::ragged);
     round_query_as_unit(unit, rounded_q.q, c.head_dim);
     std::vector<float> flat(rp.out_size()), same_q(rp.out_size());
     simd::attend_dot_unit(rp.problem(flat.data()), unit, 2);
@@ -217,25 +215,29 @@ TEST_P(DotUnitAttention, PagedLayoutReadsThroughThePageTable) {
   }
 }
 
+TEST_P(DotUnitAttention, PagedLayoutReadsThroughThePageTable) {
+  const auto [unit, group] = GetParam();
+  if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
+  check_paged(unit, group, dtype_of(unit));
+}
+
 // Keys after the first blocks that score ~170 above everything before them (rows × 100):
 // a kernel that takes weights against a running maximum must move it before e^(s − m)
 // overflows (planted: the AMX kernels' one-pass softmax never redone gives NaN). Decode, and
 // a prefill tile whose rows straddle the jump.
-TEST_P(DotUnitAttention, LateLargeScoresKeepTheSoftmaxFinite) {
-  const auto [unit, group] = GetParam();
-  if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
+void check_late_large_scores(ComputeUnit unit, std::size_t group, KvDtype dtype) {
   const std::size_t n_kv = group == 32 ? 1 : 2, d = 64;
   for (const Case& c : {Case{d, 299, 1}, Case{d, 180, 40}}) {
     SCOPED_TRACE("first_pos " + std::to_string(c.first_pos) + ", n_queries " +
                  std::to_string(c.n_queries));
-    RandomProblem rp(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype_of(unit), 500);
-    RandomProblem rounded_q(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype_of(unit), 500);
+    RandomProblem rp(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 500);
+    RandomProblem rounded_q(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 500);
     round_query_as_unit(unit, rounded_q.q, d);
     const std::size_t tokens = c.first_pos + c.n_queries;
     for (std::size_t i = 200 * n_kv * d; i < tokens * n_kv * d; ++i) rp.k[i] *= 100.0f;
     for (RandomProblem* p : {&rp, &rounded_q}) {
       p->k = rp.k;
-      p->cache = KvCache(n_kv, d, tokens, dtype_of(unit));
+      p->cache = KvCache(n_kv, d, tokens, dtype);
       p->cache.append(p->k.data(), p->v.data(), tokens);
     }
     std::vector<float> fast(rp.out_size()), same_q(rp.out_size());
@@ -245,6 +247,42 @@ TEST_P(DotUnitAttention, LateLargeScoresKeepTheSoftmaxFinite) {
               weight_step(unit) * rp.max_abs_v() + 1e-6 * max_abs(same_q));
   }
 }
+
+TEST_P(DotUnitAttention, LateLargeScoresKeepTheSoftmaxFinite) {
+  const auto [unit, group] = GetParam();
+  if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
+  check_late_large_scores(unit, group, dtype_of(unit));
+}
+
+// int4 caches on VNNI (dot_int4.hpp), 1, 2 and 4 queries per kv head, held to the same
+// checks: the weights are u8 against each block's largest as for int8 (one per row and group
+// here: p_t · scale_tg), and (nibble − 8) is the stored value as the reference reads it, so
+// check 1's bound carries over; the query is rounded as for int8 keys. Head sizes with a
+// shorter last group (24, 40, 80, 136) and segments of fewer than 4 groups (40, 80, 136).
+class Int4OnVnni : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(Int4OnVnni, WithinTwiceTheFormatErrorOfTheExactPath) {
+  if (!cpu_has(ComputeUnit::vnni_int8)) GTEST_SKIP() << "CPU lacks avx512_vnni (or AVX-512)";
+  const std::size_t group = GetParam();
+  check_unit(ComputeUnit::vnni_int8, group, Data::uniform, cases({24, 40, 80, 128, 136, 256}),
+             KvDtype::int4);
+  check_unit(ComputeUnit::vnni_int8, group, Data::ragged, cases({40, 128}), KvDtype::int4);
+  check_unit(ComputeUnit::vnni_int8, group, Data::outliers, cases({128}), KvDtype::int4);
+}
+
+TEST_P(Int4OnVnni, PagedLayoutReadsThroughThePageTable) {
+  if (!cpu_has(ComputeUnit::vnni_int8)) GTEST_SKIP() << "CPU lacks avx512_vnni (or AVX-512)";
+  check_paged(ComputeUnit::vnni_int8, GetParam(), KvDtype::int4);
+}
+
+TEST_P(Int4OnVnni, LateLargeScoresKeepTheSoftmaxFinite) {
+  if (!cpu_has(ComputeUnit::vnni_int8)) GTEST_SKIP() << "CPU lacks avx512_vnni (or AVX-512)";
+  check_late_large_scores(ComputeUnit::vnni_int8, GetParam(), KvDtype::int4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Groups, Int4OnVnni,
+                         ::testing::Values(std::size_t{1}, std::size_t{2}, std::size_t{4}),
+                         [](const auto& info) { return "group" + std::to_string(info.param); });
 
 // attend() in fast mode runs the unit attention_compute_unit() names, and exact mode the
 // widening kernel, bit for bit.

@@ -1,0 +1,352 @@
+#pragma once
+// Attention over an int4 cache (q4_0 blocks: an f16 scale, then 16 bytes holding elements j
+// and j + 16 of the group in the low and high nibble of byte j) on AVX-512 VNNI, for one to
+// kInt4DotMaxSharing queries per kv head, rows read in place. Include only from
+// kernels/arch/avx512_dot.cpp.
+//
+// A row is read in segments of 4 groups (128 elements, 72 bytes): the 4 groups' 16 nibble
+// bytes are loaded side by side in a vector, so 128-bit lane L holds group L, and
+// the nibbles enter vpdpbusd as they are (0…15: unsigned for the scores, and valid signed
+// bytes for P·V); the − 8 of the format is one bias per lane. Per block of 64 keys and query:
+//   scores: q (× 1/√d) quantized to s8 per query as the int8 kernels do (scale sq), its
+//     elements placed as the nibbles lie (q_lo, q_hi). Per key, the int32 lane sums
+//     Σ q8 · nibble − 8 Σ q8 of each group are exact; × the group's f16 scale (one word
+//     permute and vcvtph2ps) into f32 per key; 16 keys summed at once (reduce16) and × sq.
+//   softmax: f32, online (softmax_block).
+//   P·V: w_tg = p_t · scale_tg, quantized to u8 against the block's largest (the int8 VNNI
+//     kernels' weights, one per row and group here); 4 rows' nibbles interleaved per 32-bit
+//     lane feed one vpdpbusd per accumulator vector with their 4 weights of that lane's group;
+//     − 8 Σ_t w_tg comes from one more vpdpbusd with bytes of 1. Each block's int32 sums join
+//     the f32 accumulators once, × w_max / 255.
+// Accumulators are kept in the interleaved order (Int4DotGeometry::natural) during a run.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernels/attention_decode.hpp"
+#include "kernels/attention_prefill.hpp"
+#include "kernels/units/dot_key_rows.hpp"
+#include "kernels/units/dot_unit_attention.hpp"
+
+namespace kvscope::simd {
+
+// Bytes of a segment: 4 groups.
+inline constexpr std::size_t kInt4SegmentBytes = 4 * kInt4GroupBytes;
+
+// Row geometry of an int4 cache in segments of 4 groups.
+struct Int4DotGeometry {
+  std::size_t d, groups, row_bytes, segments, positions;
+  explicit Int4DotGeometry(std::size_t head_dim)
+      : d(head_dim),
+        groups(int4_groups(head_dim)),
+        row_bytes(kv_row_bytes(KvDtype::int4, head_dim)),
+        segments((groups + 3) / 4),
+        positions(segments * 128) {}
+  // The element at accumulator position c = (segment s · 8 + vector v) · 16 + lane: the
+  // interleave of int4_dot_pv puts byte 4(v mod 4) + m of group 4s + L in lane 4L + m, low
+  // nibbles in vectors 0–3, high ones in 4–7. ≥ d for padding.
+  std::size_t natural(std::size_t c) const {
+    const std::size_t s = c / 128, v = c / 16 % 8, lane = c % 16;
+    return 32 * (4 * s + lane / 4) + (v >= 4 ? 16 : 0) + 4 * (v % 4) + lane % 4;
+  }
+};
+
+// Word 9L of a segment (group L's scale) into words 4L … 4L + 3 (vpermw).
+struct Int4ScaleWords {
+  alignas(64) std::uint16_t idx[32] = {};
+  constexpr Int4ScaleWords() {
+    for (int w = 0; w < 16; ++w) idx[w] = static_cast<std::uint16_t>(9 * (w / 4));
+  }
+};
+inline constexpr Int4ScaleWords kInt4ScaleWords{};
+
+// The first 64 bytes of segment s of an int4 row (its scales at words 9L), 0 past the row.
+inline __m512i load_int4_head(const std::byte* row, const Int4DotGeometry& geo, std::size_t s) {
+  const std::size_t left = geo.row_bytes - s * kInt4SegmentBytes;
+  const std::byte* at = row + s * kInt4SegmentBytes;
+  return left >= 64 ? _mm512_loadu_si512(at)
+                    : _mm512_maskz_loadu_epi8((__mmask64{1} << left) - 1, at);
+}
+
+// The nibble bytes of segment s of an int4 row side by side: byte 16L + j is byte j of group
+// 4s + L's 16, one 16-byte load per group broadcast into its 128-bit lane (merge-masked
+// broadcasts: load ports and p05, not the shuffle port). Groups past the row read 0.
+inline __m512i load_int4_nibbles(const std::byte* row, const Int4DotGeometry& geo, std::size_t s) {
+  const std::byte* at = row + s * kInt4SegmentBytes + 2;
+  const std::size_t groups = geo.groups - 4 * s < 4 ? geo.groups - 4 * s : 4;
+  const auto group = [&](std::size_t L) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + L * kInt4GroupBytes));
+  };
+  if (groups == 4) {
+    __m512i x = _mm512_broadcast_i32x4(group(0));
+    x = _mm512_mask_broadcast_i32x4(x, 0x00f0, group(1));
+    x = _mm512_mask_broadcast_i32x4(x, 0x0f00, group(2));
+    return _mm512_mask_broadcast_i32x4(x, 0xf000, group(3));
+  }
+  __m512i x = _mm512_setzero_si512();
+  for (std::size_t L = 0; L < groups; ++L) {
+    x = _mm512_mask_broadcast_i32x4(x, static_cast<__mmask16>(0xfu << (4 * L)), group(L));
+  }
+  return x;
+}
+
+// The 16 group scales of a segment's lanes (lane 4L + m: group L's), as f32.
+inline __m512 int4_lane_scales(__m512i raw) {
+  const __m512i words = _mm512_permutexvar_epi16(_mm512_load_si512(kInt4ScaleWords.idx), raw);
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(words));
+}
+
+// A query for int4 keys: per segment, the s8 elements as the low and high nibbles lie, and
+// each lane's bias −8 · Σ of its 4 q8 of both (a key's int32 lane sum starts from it).
+struct Int4Query {
+  const __m512i* lo = nullptr;  // [segments]
+  const __m512i* hi = nullptr;
+  const __m512i* bias = nullptr;
+  float scale = 0.0f;  // sq
+};
+
+// Packs q[0, d) (already × 1/√d) into `out` (3 · segments vectors): quantized as pack_query
+// quantizes for int8 keys (round to nearest even against max|q| / 127).
+inline Int4Query pack_int4_query(const float* q, const Int4DotGeometry& geo, __m512i* out) {
+  auto* lo = reinterpret_cast<std::int8_t*>(out);
+  auto* hi = lo + 64 * geo.segments;
+  std::memset(out, 0, 3 * 64 * geo.segments);
+  float amax = 0.0f;
+  for (std::size_t j = 0; j < geo.d; ++j) amax = std::fmax(amax, std::fabs(q[j]));
+  Int4Query packed{out, out + geo.segments, out + 2 * geo.segments, amax / 127.0f};
+  if (amax == 0.0f) return packed;  // every score 0
+  const float inv = 127.0f / amax;
+  for (std::size_t j = 0; j < geo.d; ++j) {
+    const std::size_t g = j / kInt4Group, r = j % kInt4Group;
+    const std::size_t at = 64 * (g / 4) + 16 * (g % 4) + r % 16;
+    (r < 16 ? lo : hi)[at] = static_cast<std::int8_t>(std::nearbyint(q[j] * inv));
+  }
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (std::size_t s = 0; s < geo.segments; ++s) {
+    const __m512i sum = dot_u8s8(dot_u8s8(_mm512_setzero_si512(), ones, packed.lo[s]), ones,
+                                 packed.hi[s]);
+    out[2 * geo.segments + s] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 3));
+  }
+  return packed;
+}
+
+// s[0, 64) ← sq · Σ_g scale_tg Σ_{j∈g} q8_j (nibble_tj − 8) for key rows t < n (row t at
+// k + t · row_bytes), −inf from n on. pf takes a line per row segment.
+inline void int4_dot_scores(const Int4Query& q, const std::byte* k, std::size_t n,
+                            const Int4DotGeometry& geo, float* s, LinePrefetcher& pf) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  for (std::size_t t0 = 0; t0 < kDotBlock; t0 += 16) {
+    if (t0 >= n) {
+      _mm512_store_ps(s + t0, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
+      continue;
+    }
+    const std::size_t rows = n - t0 < 16 ? n - t0 : 16;
+    __m512 part[16];
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < 16; ++i) part[i] = _mm512_setzero_ps();
+    for (std::size_t seg = 0; seg < geo.segments; ++seg) {
+      const __m512i q_lo = q.lo[seg], q_hi = q.hi[seg], bias = q.bias[seg];
+      const auto key = [&](std::size_t i) {
+        pf.next();
+        const std::byte* row = k + (t0 + i) * geo.row_bytes;
+        const __m512i nibbles = load_int4_nibbles(row, geo, seg);
+        const __m512i lo = _mm512_and_si512(nibbles, low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(nibbles, 4), low);
+        const __m512i dots = dot_u8s8(dot_u8s8(bias, lo, q_lo), hi, q_hi);
+        part[reduce16_slot(i)] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), int4_lane_scales(load_int4_head(row, geo, seg)),
+                            part[reduce16_slot(i)]);
+      };
+      if (rows == 16) {
+#pragma GCC unroll 16
+        for (std::size_t i = 0; i < 16; ++i) key(i);
+      } else {
+        for (std::size_t i = 0; i < rows; ++i) key(i);
+      }
+    }
+    const __m512 sc = _mm512_mul_ps(reduce16(part), _mm512_set1_ps(q.scale));
+    _mm512_store_ps(s + t0, mask_past(sc, n, t0));
+  }
+}
+
+// The P·V weights of one query over value rows t < n: w_tg = p_t · scale_tg (p: 64 floats,
+// 0 from n on) quantized to u8 against the block's largest and laid out as vpdpbusd's
+// operand: wv[(s · 16 + rg) · 16 + lane], lane 4L + · holding rows 4rg … 4rg + 3's weights
+// for group 4s + L. wf: segments · 16 vectors of scratch. Returns w_max / 255 (0 when every
+// weight is 0).
+inline float int4_dot_weights(const float* p, const std::byte* v, std::size_t n,
+                              const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
+  const std::size_t row_groups = (n + 3) / 4;
+  const __m512i scale_words = _mm512_load_si512(kInt4ScaleWords.idx);
+  __m512 vmax = _mm512_setzero_ps();
+  for (std::size_t s = 0; s < geo.segments; ++s) {
+    for (std::size_t rg = 0; rg < row_groups; ++rg) {
+      __m512i words = _mm512_setzero_si512();  // rows past n: scale 0
+      for (std::size_t i = 0; i < 4 && 4 * rg + i < n; ++i) {
+        const __m512i head = load_int4_head(v + (4 * rg + i) * geo.row_bytes, geo, s);
+        words = _mm512_mask_permutexvar_epi16(words, __mmask32{0x1111u} << i, scale_words, head);
+      }
+      const __m512 w = _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_load_ps(p + 4 * rg)),
+                                     _mm512_cvtph_ps(_mm512_castsi512_si256(words)));
+      wf[s * 16 + rg] = w;
+      vmax = _mm512_max_ps(vmax, w);
+    }
+  }
+  const float w_max = _mm512_reduce_max_ps(vmax);
+  if (w_max == 0.0f) return 0.0f;
+  const __m512 inv = _mm512_set1_ps(255.0f / w_max);
+  const __m512i per_lane = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  for (std::size_t s = 0; s < geo.segments; ++s) {
+    for (std::size_t rg = 0; rg < row_groups; ++rg) {
+      const __m512i w8 = _mm512_cvtps_epi32(_mm512_mul_ps(wf[s * 16 + rg], inv));
+      // byte 4L + i: row i's weight for group L, so dword L holds the 4 rows' weights
+      const __m128i bytes = _mm512_cvtusepi32_epi8(w8);
+      wv[s * 16 + rg] = _mm512_permutexvar_epi32(per_lane, _mm512_castsi128_si512(bytes));
+    }
+  }
+  return w_max / 255.0f;
+}
+
+// x[0..3] ← 4 rows' 64 bytes interleaved per 32-bit lane: lane 4L + m of x[k] holds byte
+// 16L + 4k + m of r[0], r[1], r[2], r[3].
+inline void interleave4_epi8(const __m512i r[4], __m512i x[4]) {
+  const __m512i lo01 = _mm512_unpacklo_epi8(r[0], r[1]), lo23 = _mm512_unpacklo_epi8(r[2], r[3]);
+  const __m512i hi01 = _mm512_unpackhi_epi8(r[0], r[1]), hi23 = _mm512_unpackhi_epi8(r[2], r[3]);
+  x[0] = _mm512_unpacklo_epi16(lo01, lo23);
+  x[1] = _mm512_unpackhi_epi16(lo01, lo23);
+  x[2] = _mm512_unpacklo_epi16(hi01, hi23);
+  x[3] = _mm512_unpackhi_epi16(hi01, hi23);
+}
+
+// acc[positions] (interleaved order) += w_scale · Σ_{t<n} w8_tg (nibble_tj − 8), the weights
+// from int4_dot_weights. pf takes a line per row segment.
+inline void int4_dot_pv(const __m512i* wv, float w_scale, const std::byte* v, std::size_t n,
+                        const Int4DotGeometry& geo, float* acc, LinePrefetcher& pf) {
+  const std::size_t row_groups = (n + 3) / 4;
+  const __m512i low = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
+  for (std::size_t s = 0; s < geo.segments; ++s) {
+    __m512i sum[8];
+    for (int k = 0; k < 8; ++k) sum[k] = _mm512_setzero_si512();
+    __m512i w_sum = _mm512_setzero_si512();
+    for (std::size_t rg = 0; rg < row_groups; ++rg) {
+      __m512i nib[4], x[4];
+      if (4 * rg + 4 <= n) {
+#pragma GCC unroll 4
+        for (std::size_t i = 0; i < 4; ++i) {
+          pf.next();
+          nib[i] = load_int4_nibbles(v + (4 * rg + i) * geo.row_bytes, geo, s);
+        }
+      } else {  // rows past n (weight 0) are not read
+        for (std::size_t i = 0; i < 4; ++i) {
+          nib[i] = 4 * rg + i < n ? load_int4_nibbles(v + (4 * rg + i) * geo.row_bytes, geo, s)
+                                  : _mm512_setzero_si512();
+        }
+      }
+      const __m512i w = wv[s * 16 + rg];
+      for (int i = 0; i < 4; ++i) x[i] = _mm512_and_si512(nib[i], low);
+      interleave4_epi8(x, x);
+      for (int k = 0; k < 4; ++k) sum[k] = dot_u8s8(sum[k], w, x[k]);
+      for (int i = 0; i < 4; ++i) x[i] = _mm512_and_si512(_mm512_srli_epi16(nib[i], 4), low);
+      interleave4_epi8(x, x);
+      for (int k = 0; k < 4; ++k) sum[4 + k] = dot_u8s8(sum[4 + k], w, x[k]);
+      w_sum = dot_u8s8(w_sum, w, ones);
+    }
+    const __m512i bias = _mm512_slli_epi32(w_sum, 3);
+    const __m512 scale = _mm512_set1_ps(w_scale);
+    for (int k = 0; k < 8; ++k) {
+      float* a = acc + (s * 8 + k) * 16;
+      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum[k], bias)), scale,
+                                         _mm512_load_ps(a)));
+    }
+  }
+}
+
+// The drivers' KeyRunner (attention_decode.hpp's contract) for int4 keys and values on VNNI.
+// One per thread: its queries' packed forms and interleaved accumulators, one block's scores,
+// weights and their operands.
+template <class A>
+class Int4DotKeys {
+ public:
+  Int4DotKeys(std::size_t head_dim, std::size_t max_queries)
+      : geo_(head_dim),
+        vectors_(16 * (max_queries * 3 * geo_.segments + geo_.segments * 16)),
+        floats_(max_queries * geo_.positions + 2 * kDotBlock + geo_.segments * 16 * 16),
+        queries_(max_queries),
+        natural_(geo_.positions) {
+    for (std::size_t c = 0; c < geo_.positions; ++c) {
+      natural_.get()[c] = static_cast<std::uint32_t>(geo_.natural(c));
+    }
+  }
+
+  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+           std::size_t count, std::size_t /*nv*/, bool /*direct*/,
+           const DecodeScratch<A>& /*unused*/) {
+    const std::size_t positions = geo_.positions;
+    auto* packed = reinterpret_cast<__m512i*>(vectors_.get());
+    __m512i* wv = packed + count * 3 * geo_.segments;
+    float* acc = floats_.get();
+    float* s = acc + count * positions;
+    float* p = s + kDotBlock;
+    auto* wf = reinterpret_cast<__m512*>(p + kDotBlock);
+    const std::uint32_t* natural = natural_.get();
+    for (std::size_t i = 0; i < count; ++i) {
+      queries_.get()[i] = pack_int4_query(st[i].q, geo_, packed + i * 3 * geo_.segments);
+      for (std::size_t c = 0; c < positions; ++c) {
+        acc[i * positions + c] = natural[c] < geo_.d ? st[i].acc[natural[c]] : 0.0f;
+      }
+    }
+    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+      nb = kv.block_rows(b0, t1, kDotBlock);
+      const NextBlock next(kv, kvh, b0, nb, t1, kDotBlock);
+      LinePrefetcher k_ahead(next.k, next.rows * geo_.row_bytes);
+      LinePrefetcher v_ahead(next.v, next.rows * geo_.row_bytes);
+      const std::byte* k = kv.k_row(kvh, b0);
+      const std::byte* v = kv.v_row(kvh, b0);
+      for (std::size_t i = 0; i < count; ++i) {
+        if (st[i].last_key < b0) continue;  // the whole block lies after this query
+        const std::size_t n = st[i].last_key - b0 + 1 < nb ? st[i].last_key - b0 + 1 : nb;
+        float* a = acc + i * positions;
+        int4_dot_scores(queries_.get()[i], k, n, geo_, s, k_ahead);
+        __m512 x[4];
+        softmax_block(st[i], s, n, a, positions, x);
+        for (int j = 0; j < 4; ++j) _mm512_store_ps(p + 16 * j, x[j]);
+        const float w_scale = int4_dot_weights(p, v, n, geo_, wf, wv);
+        if (w_scale > 0.0f) int4_dot_pv(wv, w_scale, v, n, geo_, a, v_ahead);
+      }
+      k_ahead.rest();
+      v_ahead.rest();
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      for (std::size_t c = 0; c < positions; ++c) {
+        if (natural[c] < geo_.d) st[i].acc[natural[c]] = acc[i * positions + c];
+      }
+    }
+  }
+
+ private:
+  Int4DotGeometry geo_;
+  Scratch<A, std::int32_t> vectors_;  // __m512i each 16
+  Scratch<A> floats_;
+  Scratch<A, Int4Query> queries_;
+  Scratch<A, std::uint32_t> natural_;
+};
+
+// Decode (p.n_queries == 1) and prefill over a cache of int4 keys and values on VNNI.
+template <class A>
+void attend_decode_int4_dot(const AttentionProblem& p, int threads) {
+  decode_with<A>(p, threads, true, [](std::size_t head_dim, std::size_t max_queries) {
+    return Int4DotKeys<A>(head_dim, max_queries);
+  });
+}
+template <class A>
+void attend_prefill_int4_dot(const AttentionProblem& p, int threads) {
+  prefill_with<A>(p, threads, true, [](std::size_t head_dim, std::size_t max_queries) {
+    return Int4DotKeys<A>(head_dim, max_queries);
+  });
+}
+
+}  // namespace kvscope::simd
