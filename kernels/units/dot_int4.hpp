@@ -65,9 +65,13 @@ struct Int4ScaleWords {
 inline constexpr Int4ScaleWords kInt4ScaleWords{};
 
 // The first 64 bytes of segment s of an int4 row (its scales at words 9L), 0 past the row.
-inline __m512i load_int4_head(const std::byte* row, const Int4DotGeometry& geo, std::size_t s) {
-  const std::size_t left = geo.row_bytes - s * kInt4SegmentBytes;
+// Full: the segment has its 4 groups (checked once per segment, not per row).
+template <bool Full>
+[[gnu::always_inline]] inline __m512i load_int4_head(const std::byte* row,
+                                                     const Int4DotGeometry& geo, std::size_t s) {
   const std::byte* at = row + s * kInt4SegmentBytes;
+  if constexpr (Full) return _mm512_loadu_si512(at);
+  const std::size_t left = geo.row_bytes - s * kInt4SegmentBytes;
   return left >= 64 ? _mm512_loadu_si512(at)
                     : _mm512_maskz_loadu_epi8((__mmask64{1} << left) - 1, at);
 }
@@ -75,9 +79,11 @@ inline __m512i load_int4_head(const std::byte* row, const Int4DotGeometry& geo, 
 // The nibble bytes of segment s of an int4 row side by side: byte 16L + j is byte j of group
 // 4s + L's 16, one 16-byte load per group broadcast into its 128-bit lane (merge-masked
 // broadcasts: load ports and p05, not the shuffle port). Groups past the row read 0.
-inline __m512i load_int4_nibbles(const std::byte* row, const Int4DotGeometry& geo, std::size_t s) {
+template <bool Full>
+[[gnu::always_inline]] inline __m512i load_int4_nibbles(const std::byte* row,
+                                                        const Int4DotGeometry& geo, std::size_t s) {
   const std::byte* at = row + s * kInt4SegmentBytes + 2;
-  const std::size_t groups = geo.groups - 4 * s < 4 ? geo.groups - 4 * s : 4;
+  const std::size_t groups = Full || geo.groups - 4 * s >= 4 ? 4 : geo.groups - 4 * s;
   const auto group = [&](std::size_t L) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + L * kInt4GroupBytes));
   };
@@ -134,11 +140,39 @@ inline Int4Query pack_int4_query(const float* q, const Int4DotGeometry& geo, __m
   return packed;
 }
 
+// part[slot(i)] += Σ_lanes-wise scale · (q8 · nibbles − bias) of segment seg of key rows
+// t0 + i, i < rows (16 unrolled).
+template <bool Full>
+[[gnu::always_inline]] inline void int4_segment_scores(const Int4Query& q, const std::byte* k,
+                                                       std::size_t rows,
+                                                       const Int4DotGeometry& geo,
+                                                       std::size_t seg, __m512* part,
+                                                       LinePrefetcher& pf) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const __m512i q_lo = q.lo[seg], q_hi = q.hi[seg], bias = q.bias[seg];
+  const auto key = [&](std::size_t i) {
+    pf.next();
+    const std::byte* row = k + i * geo.row_bytes;
+    const __m512i nibbles = load_int4_nibbles<Full>(row, geo, seg);
+    const __m512i lo = _mm512_and_si512(nibbles, low);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(nibbles, 4), low);
+    const __m512i dots = dot_u8s8(dot_u8s8(bias, lo, q_lo), hi, q_hi);
+    const __m512 scales = int4_lane_scales(load_int4_head<Full>(row, geo, seg));
+    part[reduce16_slot(i)] =
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), scales, part[reduce16_slot(i)]);
+  };
+  if (rows == 16) {
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < 16; ++i) key(i);
+  } else {
+    for (std::size_t i = 0; i < rows; ++i) key(i);
+  }
+}
+
 // s[0, 64) ← sq · Σ_g scale_tg Σ_{j∈g} q8_j (nibble_tj − 8) for key rows t < n (row t at
 // k + t · row_bytes), −inf from n on. pf takes a line per row segment.
 inline void int4_dot_scores(const Int4Query& q, const std::byte* k, std::size_t n,
                             const Int4DotGeometry& geo, float* s, LinePrefetcher& pf) {
-  const __m512i low = _mm512_set1_epi8(0x0f);
   for (std::size_t t0 = 0; t0 < kDotBlock; t0 += 16) {
     if (t0 >= n) {
       _mm512_store_ps(s + t0, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
@@ -148,24 +182,12 @@ inline void int4_dot_scores(const Int4Query& q, const std::byte* k, std::size_t 
     __m512 part[16];
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < 16; ++i) part[i] = _mm512_setzero_ps();
+    const std::byte* rows_at = k + t0 * geo.row_bytes;
     for (std::size_t seg = 0; seg < geo.segments; ++seg) {
-      const __m512i q_lo = q.lo[seg], q_hi = q.hi[seg], bias = q.bias[seg];
-      const auto key = [&](std::size_t i) {
-        pf.next();
-        const std::byte* row = k + (t0 + i) * geo.row_bytes;
-        const __m512i nibbles = load_int4_nibbles(row, geo, seg);
-        const __m512i lo = _mm512_and_si512(nibbles, low);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(nibbles, 4), low);
-        const __m512i dots = dot_u8s8(dot_u8s8(bias, lo, q_lo), hi, q_hi);
-        part[reduce16_slot(i)] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), int4_lane_scales(load_int4_head(row, geo, seg)),
-                            part[reduce16_slot(i)]);
-      };
-      if (rows == 16) {
-#pragma GCC unroll 16
-        for (std::size_t i = 0; i < 16; ++i) key(i);
+      if (4 * seg + 4 <= geo.groups) {
+        int4_segment_scores<true>(q, rows_at, rows, geo, seg, part, pf);
       } else {
-        for (std::size_t i = 0; i < rows; ++i) key(i);
+        int4_segment_scores<false>(q, rows_at, rows, geo, seg, part, pf);
       }
     }
     const __m512 sc = _mm512_mul_ps(reduce16(part), _mm512_set1_ps(q.scale));
@@ -184,11 +206,21 @@ inline float int4_dot_weights(const float* p, const std::byte* v, std::size_t n,
   const __m512i scale_words = _mm512_load_si512(kInt4ScaleWords.idx);
   __m512 vmax = _mm512_setzero_ps();
   for (std::size_t s = 0; s < geo.segments; ++s) {
+    const bool full = 4 * s + 4 <= geo.groups;
     for (std::size_t rg = 0; rg < row_groups; ++rg) {
       __m512i words = _mm512_setzero_si512();  // rows past n: scale 0
-      for (std::size_t i = 0; i < 4 && 4 * rg + i < n; ++i) {
-        const __m512i head = load_int4_head(v + (4 * rg + i) * geo.row_bytes, geo, s);
-        words = _mm512_mask_permutexvar_epi16(words, __mmask32{0x1111u} << i, scale_words, head);
+      const std::byte* rows = v + 4 * rg * geo.row_bytes;
+      if (full && 4 * rg + 4 <= n) {
+#pragma GCC unroll 4
+        for (std::size_t i = 0; i < 4; ++i) {
+          const __m512i head = load_int4_head<true>(rows + i * geo.row_bytes, geo, s);
+          words = _mm512_mask_permutexvar_epi16(words, __mmask32{0x1111u} << i, scale_words, head);
+        }
+      } else {
+        for (std::size_t i = 0; i < 4 && 4 * rg + i < n; ++i) {
+          const __m512i head = load_int4_head<false>(rows + i * geo.row_bytes, geo, s);
+          words = _mm512_mask_permutexvar_epi16(words, __mmask32{0x1111u} << i, scale_words, head);
+        }
       }
       const __m512 w = _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_load_ps(p + 4 * rg)),
                                      _mm512_cvtph_ps(_mm512_castsi512_si256(words)));
@@ -229,30 +261,33 @@ inline void int4_dot_pv(const __m512i* wv, float w_scale, const std::byte* v, st
   const std::size_t row_groups = (n + 3) / 4;
   const __m512i low = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
   for (std::size_t s = 0; s < geo.segments; ++s) {
+    const bool full = 4 * s + 4 <= geo.groups;
     __m512i sum[8];
     for (int k = 0; k < 8; ++k) sum[k] = _mm512_setzero_si512();
     __m512i w_sum = _mm512_setzero_si512();
     for (std::size_t rg = 0; rg < row_groups; ++rg) {
       __m512i nib[4], x[4];
-      if (4 * rg + 4 <= n) {
+      if (full && 4 * rg + 4 <= n) {
 #pragma GCC unroll 4
         for (std::size_t i = 0; i < 4; ++i) {
           pf.next();
-          nib[i] = load_int4_nibbles(v + (4 * rg + i) * geo.row_bytes, geo, s);
+          nib[i] = load_int4_nibbles<true>(v + (4 * rg + i) * geo.row_bytes, geo, s);
         }
       } else {  // rows past n (weight 0) are not read
         for (std::size_t i = 0; i < 4; ++i) {
-          nib[i] = 4 * rg + i < n ? load_int4_nibbles(v + (4 * rg + i) * geo.row_bytes, geo, s)
+          nib[i] = 4 * rg + i < n ? load_int4_nibbles<false>(v + (4 * rg + i) * geo.row_bytes, geo, s)
                                   : _mm512_setzero_si512();
         }
       }
+      // Interleaved as bytes, then split: the low and the high nibbles come out interleaved
+      // alike, for half the shuffles.
       const __m512i w = wv[s * 16 + rg];
-      for (int i = 0; i < 4; ++i) x[i] = _mm512_and_si512(nib[i], low);
-      interleave4_epi8(x, x);
-      for (int k = 0; k < 4; ++k) sum[k] = dot_u8s8(sum[k], w, x[k]);
-      for (int i = 0; i < 4; ++i) x[i] = _mm512_and_si512(_mm512_srli_epi16(nib[i], 4), low);
-      interleave4_epi8(x, x);
-      for (int k = 0; k < 4; ++k) sum[4 + k] = dot_u8s8(sum[4 + k], w, x[k]);
+      interleave4_epi8(nib, x);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        sum[k] = dot_u8s8(sum[k], w, _mm512_and_si512(x[k], low));
+        sum[4 + k] = dot_u8s8(sum[4 + k], w, _mm512_and_si512(_mm512_srli_epi16(x[k], 4), low));
+      }
       w_sum = dot_u8s8(w_sum, w, ones);
     }
     const __m512i bias = _mm512_slli_epi32(w_sum, 3);
