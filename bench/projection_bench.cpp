@@ -23,6 +23,8 @@
 #include "kernels/ref/layer_ops_ref.hpp"
 #include "kernels/roofline.hpp"
 #include "kernels/units/cpu_features.hpp"
+#include "kernels/units/compute_unit.hpp"
+#include "kernels/weights/gemm_bf16_amx.hpp"
 #include "kernels/weights/gemv.hpp"
 #include "kernels/weights/gemv_bf16_dot.hpp"
 #include "kernels/weights/weight_dtype.hpp"
@@ -264,7 +266,12 @@ void BM_SmallBatch(benchmark::State& state) {
   const auto m = static_cast<std::size_t>(state.range(0)),
              k = static_cast<std::size_t>(state.range(1)),
              n = static_cast<std::size_t>(state.range(2));
-  const bool ours = state.range(3) == 0;
+  // 0: avx512-bf16 (gemm_bf16_dot), 1: oneDNN, 2: amx-bf16 (gemm_bf16_amx, 2–16 rows).
+  const long path = state.range(3);
+  const bool ours = path == 0;
+  if (path == 2 && !cpu_has(ComputeUnit::amx_bf16)) {
+    return state.SkipWithError("this CPU lacks amx_bf16 (or Linux did not grant tile data)");
+  }
   std::vector<float> x(m * k), y(m * n), values(n * k);
   fill_uniform(x, 1, -1.0f, 1.0f);
   fill_uniform(values, 2, -0.02f, 0.02f);
@@ -272,13 +279,17 @@ void BM_SmallBatch(benchmark::State& state) {
   std::vector<std::uint16_t> x_bf16(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) x_bf16[i] = f32_to_bf16_bits(x[i]);
   DnnlMatmul dnnl;
+  if (path == 2 && !gemm_bf16_amx_fits(m, w.view())) {
+    return state.SkipWithError("amx-bf16 takes 2 to 16 rows");
+  }
   const auto run = [&] {
+    if (path == 2) return gemm_bf16_amx(x.data(), m, w.view(), y.data(), kThreads);
     if (ours) return gemm_bf16_dot(x.data(), m, w.view(), y.data(), kThreads);
     dnnl.multiply_bf16(x_bf16.data(), static_cast<const std::uint16_t*>(w.view().data), m, k, n,
                        y.data(), kThreads);
   };
   run();  // warm-up: primitive creation
-  state.SetLabel(ours ? "avx512-bf16 (ours)" : "oneDNN bf16 matmul");
+  state.SetLabel(path == 2 ? "amx-bf16 (ours)" : ours ? "avx512-bf16 (ours)" : "oneDNN bf16 matmul");
   for (auto _ : state) {
     run();
     benchmark::DoNotOptimize(y.data());
@@ -287,7 +298,7 @@ void BM_SmallBatch(benchmark::State& state) {
                                                      benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_SmallBatch)
-    ->ArgsProduct({{1, 8, 32, 64}, {4096}, {11008}, {0, 1}})
+    ->ArgsProduct({{1, 8, 16, 32, 64}, {4096}, {11008}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

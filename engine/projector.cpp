@@ -6,6 +6,7 @@
 #include "kernels/number_formats.hpp"
 #include "kernels/ref/layer_ops_ref.hpp"
 #include "kernels/units/cpu_features.hpp"
+#include "kernels/weights/gemm_bf16_amx.hpp"
 #include "kernels/weights/gemv.hpp"
 #include "kernels/weights/gemv_bf16_dot.hpp"
 
@@ -49,6 +50,9 @@ void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, fl
   // Without a bf16 matrix unit (oneDNN has no bf16 matmul below AVX-512) fast runs exact.
   if (w.dtype == WeightDtype::bf16 && compute_ == ComputeMode::fast && DnnlMatmul::has_bf16()) {
     if (m <= kSmallBatchRows && isa_ == Isa::avx512 && cpu_features().avx512_bf16) {
+      if (cpu_has(ComputeUnit::amx_bf16) && gemm_bf16_amx_fits(m, w)) {
+        return gemm_bf16_amx(x, m, w, y, threads_);
+      }
       return gemm_bf16_dot(x, m, w, y, threads_);
     }
     return multiply_bf16(x, w, m, y);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/decoder_layer.hpp"
+#include "kernels/units/compute_unit.hpp"
 #include "kernels/units/cpu_features.hpp"
 #include "support/reference_layer.hpp"
 
@@ -62,9 +63,15 @@ TEST_P(DecoderBatchTest, EachSequenceEqualsRunningItAlone) {
   const LayerWeights w = LayerWeights::random(c, 3, bc.weights);
   // bf16 weights in fast mode: a batch's rows go through gemm_bf16_dot, each row bit for bit
   // its GEMV, on AVX512-BF16 (elsewhere oneDNN rounds x to bf16 where the GEMV widens exactly:
-  // 2^-8 relative per element of x).
+  // 2^-8 relative per element of x). Where AMX-BF16 takes the batch (gemm_bf16_amx), x is
+  // rounded alike and every product is exact, but the f32 sums run in another order than the
+  // GEMV's: a few units of 2^-24 per sum (measured 8e-8 of the outputs), held to 1e-6.
   double tolerance = bc.tolerance;
   if (bc.weights == WeightDtype::bf16 && !cpu_features().avx512_bf16) tolerance = 1e-2;
+  if (bc.weights == WeightDtype::bf16 && bc.compute == ComputeMode::fast &&
+      cpu_has(ComputeUnit::amx_bf16) && tolerance < 1e-6) {
+    tolerance = 1e-6;
+  }
   const std::size_t H = c.hidden_size();
   const std::vector<std::size_t> prefilled{5, 0, 11};
   const DecoderLayer::Options options{
