@@ -22,9 +22,11 @@ namespace kvscope {
 //     f32 weights: f32 matmul.
 //     bf16 weights, ComputeMode::fast: x rounded to bf16, bf16 × bf16 → f32 on the CPU's
 //       bf16 units (AVX512-BF16, AMX-BF16) where oneDNN finds them; batches of up to
-//       kSmallBatchRows rows on AVX512-BF16 through gemm_bf16_dot instead (weights read once
-//       for the batch, each row's result bit for bit its GEMV's). Where oneDNN has no bf16
-//       matmul (CPUs without AVX-512), as exact.
+//       kSmallBatchRows rows through our kernels instead, each reading the weights once for
+//       the batch: on AMX-BF16 tiles (gemm_bf16_amx, 2–16 rows, rows of W in whole 32-element
+//       steps) where Linux grants them, else on AVX512-BF16 (gemm_bf16_dot, each row's result
+//       bit for bit its GEMV's). Where oneDNN has no bf16 matmul (CPUs without AVX-512), as
+//       exact.
 //     otherwise (exact, or f16): a block of W's rows at a time widened into an f32 scratch
 //       of at most kWidenBlockBytes and multiplied in f32, so x stays f32 and no f32 copy
 //       of W is ever whole.

@@ -321,6 +321,14 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
       cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma;
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 1));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 2));
+  // Pages shorter than a key block: the row kernel would read one head's 2 KiB pieces apart.
+  const auto paged = [](std::size_t sharing, std::size_t page_tokens) {
+    return attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, sharing, 128,
+                                  page_tokens);
+  };
+  EXPECT_EQ(ComputeUnit::fp32_fma, paged(1, 16));
+  EXPECT_EQ(vnni, paged(1, 64));
+  EXPECT_EQ(vnni, paged(4, 16));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 1));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 4));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 4));
