@@ -6,7 +6,7 @@
 #include "kernels/units/dot_unit_attention.hpp"
 #include "kernels/units/dot_unit_probes.hpp"
 #include "kernels/units/dot_heads_in_lanes.hpp"
-#include "kernels/units/dot_int4.hpp"
+#include "kernels/units/dot_int4_keys.hpp"
 
 namespace kvscope::simd {
 KVSCOPE_DOT_UNIT_KERNELS()

@@ -47,7 +47,7 @@ inline constexpr std::size_t kAmxMinSharing = 8;
 //   8, 16 (GQA-4, GQA-2): 1.6–2.6× faster; 32 (MQA): int8 2.8×, bf16 2.1× faster.
 inline constexpr std::size_t kVnniMinSharing = 4;
 // int4 caches run on VNNI up to this many query vectors per key block, each reading the rows
-// in place (dot_int4.hpp); more share the widening tiled kernels' f32 tiles.
+// in place (dot_int4_keys.hpp); more share the widening tiled kernels' f32 tiles.
 inline constexpr std::size_t kInt4DotMaxSharing = 4;
 inline constexpr std::size_t kBf16DotMinSharing = 8;
 

@@ -19,6 +19,7 @@
 //     − 8 Σ_t w_tg comes from one more vpdpbusd with bytes of 1. Each block's int32 sums join
 //     the f32 accumulators once, × w_max / 255.
 // Accumulators are kept in the interleaved order (Int4DotGeometry::natural) during a run.
+// The runner: dot_int4_keys.hpp; a block unpacked once for several queries: dot_int4_block.hpp.
 #include <immintrin.h>
 
 #include <cmath>
@@ -28,7 +29,6 @@
 #include <limits>
 
 #include "kernels/attention_decode.hpp"
-#include "kernels/attention_prefill.hpp"
 #include "kernels/units/dot_key_rows.hpp"
 #include "kernels/units/dot_unit_attention.hpp"
 
@@ -195,52 +195,62 @@ inline void int4_dot_scores(const Int4Query& q, const std::byte* k, std::size_t 
   }
 }
 
-// The P·V weights of one query over value rows t < n: w_tg = p_t · scale_tg (p: 64 floats,
-// 0 from n on) quantized to u8 against the block's largest and laid out as vpdpbusd's
-// operand: wv[(s · 16 + rg) · 16 + lane], lane 4L + · holding rows 4rg … 4rg + 3's weights
-// for group 4s + L. wf: segments · 16 vectors of scratch. Returns w_max / 255 (0 when every
-// weight is 0).
-inline float int4_dot_weights(const float* p, const std::byte* v, std::size_t n,
-                              const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
-  const std::size_t row_groups = (n + 3) / 4;
+// The value scales of rows 4rg … 4rg + 3 (rows at `rows`, the first `live` of them read; the
+// others scale 0) for segment s's groups: lane 4L + i holds row i's scale of group 4s + L.
+inline __m512 int4_row_group_scales(const std::byte* rows, std::size_t live,
+                                    const Int4DotGeometry& geo, std::size_t s) {
   const __m512i scale_words = _mm512_load_si512(kInt4ScaleWords.idx);
-  __m512 vmax = _mm512_setzero_ps();
-  for (std::size_t s = 0; s < geo.segments; ++s) {
-    const bool full = 4 * s + 4 <= geo.groups;
-    for (std::size_t rg = 0; rg < row_groups; ++rg) {
-      __m512i words = _mm512_setzero_si512();  // rows past n: scale 0
-      const std::byte* rows = v + 4 * rg * geo.row_bytes;
-      if (full && 4 * rg + 4 <= n) {
+  __m512i words = _mm512_setzero_si512();
+  if (live >= 4 && 4 * s + 4 <= geo.groups) {
 #pragma GCC unroll 4
-        for (std::size_t i = 0; i < 4; ++i) {
-          const __m512i head = load_int4_head<true>(rows + i * geo.row_bytes, geo, s);
-          words = _mm512_mask_permutexvar_epi16(words, __mmask32{0x1111u} << i, scale_words, head);
-        }
-      } else {
-        for (std::size_t i = 0; i < 4 && 4 * rg + i < n; ++i) {
-          const __m512i head = load_int4_head<false>(rows + i * geo.row_bytes, geo, s);
-          words = _mm512_mask_permutexvar_epi16(words, __mmask32{0x1111u} << i, scale_words, head);
-        }
-      }
-      const __m512 w = _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_load_ps(p + 4 * rg)),
-                                     _mm512_cvtph_ps(_mm512_castsi512_si256(words)));
-      wf[s * 16 + rg] = w;
-      vmax = _mm512_max_ps(vmax, w);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const __m512i head = load_int4_head<true>(rows + i * geo.row_bytes, geo, s);
+      words = _mm512_mask_permutexvar_epi16(words, __mmask32{0x1111u} << i, scale_words, head);
+    }
+  } else {
+    for (std::size_t i = 0; i < 4 && i < live; ++i) {
+      const __m512i head = load_int4_head<false>(rows + i * geo.row_bytes, geo, s);
+      words = _mm512_mask_permutexvar_epi16(words, __mmask32{0x1111u} << i, scale_words, head);
     }
   }
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(words));
+}
+
+// wv[s · 16 + rg] ← the weights wf[s · 16 + rg] (s < segments, rg < row_groups) quantized to
+// u8 against their largest (vmax's) and laid out as vpdpbusd's operand: lane 4L + i of a
+// weight vector is row i's weight for group L, so dword L gathers the 4 rows' weights. Returns
+// w_max / 255 (0 when every weight is 0).
+inline float pack_int4_weights(const __m512* wf, std::size_t segments, std::size_t row_groups,
+                               __m512 vmax, __m512i* wv) {
   const float w_max = _mm512_reduce_max_ps(vmax);
   if (w_max == 0.0f) return 0.0f;
   const __m512 inv = _mm512_set1_ps(255.0f / w_max);
   const __m512i per_lane = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  for (std::size_t s = 0; s < geo.segments; ++s) {
+  for (std::size_t s = 0; s < segments; ++s) {
     for (std::size_t rg = 0; rg < row_groups; ++rg) {
       const __m512i w8 = _mm512_cvtps_epi32(_mm512_mul_ps(wf[s * 16 + rg], inv));
-      // byte 4L + i: row i's weight for group L, so dword L holds the 4 rows' weights
-      const __m128i bytes = _mm512_cvtusepi32_epi8(w8);
+      const __m128i bytes = _mm512_cvtusepi32_epi8(w8);  // byte 4L + i
       wv[s * 16 + rg] = _mm512_permutexvar_epi32(per_lane, _mm512_castsi128_si512(bytes));
     }
   }
   return w_max / 255.0f;
+}
+
+// The P·V weights of one query over value rows t < n: w_tg = p_t · scale_tg (p: 64 floats,
+// 0 from n on), packed by pack_int4_weights. wf: segments · 16 vectors of scratch.
+inline float int4_dot_weights(const float* p, const std::byte* v, std::size_t n,
+                              const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
+  const std::size_t row_groups = (n + 3) / 4;
+  __m512 vmax = _mm512_setzero_ps();
+  for (std::size_t s = 0; s < geo.segments; ++s) {
+    for (std::size_t rg = 0; rg < row_groups; ++rg) {
+      const __m512 scales = int4_row_group_scales(v + 4 * rg * geo.row_bytes, n - 4 * rg, geo, s);
+      const __m512 w = _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_load_ps(p + 4 * rg)), scales);
+      wf[s * 16 + rg] = w;
+      vmax = _mm512_max_ps(vmax, w);
+    }
+  }
+  return pack_int4_weights(wf, geo.segments, row_groups, vmax, wv);
 }
 
 // x[0..3] ← 4 rows' 64 bytes interleaved per 32-bit lane: lane 4L + m of x[k] holds byte
@@ -298,90 +308,6 @@ inline void int4_dot_pv(const __m512i* wv, float w_scale, const std::byte* v, st
                                          _mm512_load_ps(a)));
     }
   }
-}
-
-// The drivers' KeyRunner (attention_decode.hpp's contract) for int4 keys and values on VNNI.
-// One per thread: its queries' packed forms and interleaved accumulators, one block's scores,
-// weights and their operands.
-template <class A>
-class Int4DotKeys {
- public:
-  Int4DotKeys(std::size_t head_dim, std::size_t max_queries)
-      : geo_(head_dim),
-        vectors_(16 * (max_queries * 3 * geo_.segments + geo_.segments * 16)),
-        floats_(max_queries * geo_.positions + 2 * kDotBlock + geo_.segments * 16 * 16),
-        queries_(max_queries),
-        natural_(geo_.positions) {
-    for (std::size_t c = 0; c < geo_.positions; ++c) {
-      natural_.get()[c] = static_cast<std::uint32_t>(geo_.natural(c));
-    }
-  }
-
-  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
-           std::size_t count, std::size_t /*nv*/, bool /*direct*/,
-           const DecodeScratch<A>& /*unused*/) {
-    const std::size_t positions = geo_.positions;
-    auto* packed = reinterpret_cast<__m512i*>(vectors_.get());
-    __m512i* wv = packed + count * 3 * geo_.segments;
-    float* acc = floats_.get();
-    float* s = acc + count * positions;
-    float* p = s + kDotBlock;
-    auto* wf = reinterpret_cast<__m512*>(p + kDotBlock);
-    const std::uint32_t* natural = natural_.get();
-    for (std::size_t i = 0; i < count; ++i) {
-      queries_.get()[i] = pack_int4_query(st[i].q, geo_, packed + i * 3 * geo_.segments);
-      for (std::size_t c = 0; c < positions; ++c) {
-        acc[i * positions + c] = natural[c] < geo_.d ? st[i].acc[natural[c]] : 0.0f;
-      }
-    }
-    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-      nb = kv.block_rows(b0, t1, kDotBlock);
-      const NextBlock next(kv, kvh, b0, nb, t1, kDotBlock);
-      LinePrefetcher k_ahead(next.k, next.rows * geo_.row_bytes);
-      LinePrefetcher v_ahead(next.v, next.rows * geo_.row_bytes);
-      const std::byte* k = kv.k_row(kvh, b0);
-      const std::byte* v = kv.v_row(kvh, b0);
-      for (std::size_t i = 0; i < count; ++i) {
-        if (st[i].last_key < b0) continue;  // the whole block lies after this query
-        const std::size_t n = st[i].last_key - b0 + 1 < nb ? st[i].last_key - b0 + 1 : nb;
-        float* a = acc + i * positions;
-        int4_dot_scores(queries_.get()[i], k, n, geo_, s, k_ahead);
-        __m512 x[4];
-        softmax_block(st[i], s, n, a, positions, x);
-        for (int j = 0; j < 4; ++j) _mm512_store_ps(p + 16 * j, x[j]);
-        const float w_scale = int4_dot_weights(p, v, n, geo_, wf, wv);
-        if (w_scale > 0.0f) int4_dot_pv(wv, w_scale, v, n, geo_, a, v_ahead);
-      }
-      k_ahead.rest();
-      v_ahead.rest();
-    }
-    for (std::size_t i = 0; i < count; ++i) {
-      for (std::size_t c = 0; c < positions; ++c) {
-        if (natural[c] < geo_.d) st[i].acc[natural[c]] = acc[i * positions + c];
-      }
-    }
-  }
-
- private:
-  Int4DotGeometry geo_;
-  Scratch<A, std::int32_t> vectors_;  // __m512i each 16
-  Scratch<A> floats_;
-  Scratch<A, Int4Query> queries_;
-  Scratch<A, std::uint32_t> natural_;
-};
-
-// Decode (p.n_queries == 1) and prefill over a cache of int4 keys and values on VNNI.
-template <class A>
-void attend_decode_int4_dot(const AttentionProblem& p, int threads) {
-  decode_with<A>(p, threads, true, [](std::size_t head_dim, std::size_t max_queries) {
-    return Int4DotKeys<A>(head_dim, max_queries);
-  });
-}
-template <class A>
-void attend_prefill_int4_dot(const AttentionProblem& p, int threads) {
-  prefill_with<A>(p, threads, true, [](std::size_t head_dim, std::size_t max_queries) {
-    return Int4DotKeys<A>(head_dim, max_queries);
-  });
 }
 
 }  // namespace kvscope::simd

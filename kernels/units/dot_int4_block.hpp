@@ -1,0 +1,158 @@
+#pragma once
+// One block of int4 rows unpacked once for the 2 to 4 queries of a GQA kv head (VNNI). The
+// fused kernels of dot_int4.hpp unpack each row for each query: for 4 queries, 4 times the
+// loads, masks, shifts, scale conversions and interleaves. Here the block's key rows are
+// split into their low and high nibble vectors with their lane scales, and its value rows
+// interleaved 4 at a time with their scales, once; each query then runs only its dot
+// products, softmax and weights. Same arithmetic as the fused kernels, bit for bit. Include
+// only from kernels/arch/avx512_dot.cpp.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <limits>
+
+#include "kernels/units/dot_int4.hpp"
+
+namespace kvscope::simd {
+
+// A block's rows [0, n) unpacked (S = segments; rows past n read as 0, scale 0).
+struct Int4Block {
+  __m512i* k_nibbles = nullptr;  // [(t · S + s) · 2 + h]: key row t's low (h = 0) or high nibbles
+  __m512* k_scales = nullptr;    // [t · S + s]: lane 4L + m, group 4s + L's scale
+  __m512i* v_nibbles = nullptr;  // [(rg · S + s) · 8 + k]: rows 4rg … 4rg + 3 interleaved,
+                                 // k < 4 low nibbles, k ≥ 4 high (int4_dot_pv's order)
+  __m512* v_scales = nullptr;    // [rg · S + s]: int4_row_group_scales of rows 4rg …
+  std::size_t n = 0;
+
+  // Vectors of scratch a block of kDotBlock rows needs.
+  static std::size_t vectors(const Int4DotGeometry& geo) {
+    return geo.segments * (3 * kDotBlock + 9 * (kDotBlock / 4));
+  }
+  Int4Block(__m512i* scratch, const Int4DotGeometry& geo)
+      : k_nibbles(scratch),
+        k_scales(reinterpret_cast<__m512*>(scratch + 2 * kDotBlock * geo.segments)),
+        v_nibbles(scratch + 3 * kDotBlock * geo.segments),
+        v_scales(reinterpret_cast<__m512*>(v_nibbles + 8 * (kDotBlock / 4) * geo.segments)) {}
+};
+
+// Unpacks key and value rows [0, n) (rows at k and v, row_bytes apart) into blk; pk and pv
+// take a line per row segment (the next block's rows).
+inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_t n,
+                              const Int4DotGeometry& geo, Int4Block& blk, LinePrefetcher& pk,
+                              LinePrefetcher& pv) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const std::size_t S = geo.segments;
+  blk.n = n;
+  for (std::size_t s = 0; s < S; ++s) {
+    const bool full = 4 * s + 4 <= geo.groups;
+    for (std::size_t t = 0; t < n; ++t) {
+      pk.next();
+      const std::byte* row = k + t * geo.row_bytes;
+      const __m512i nibbles =
+          full ? load_int4_nibbles<true>(row, geo, s) : load_int4_nibbles<false>(row, geo, s);
+      const __m512i head = full ? load_int4_head<true>(row, geo, s) : load_int4_head<false>(row, geo, s);
+      blk.k_nibbles[(t * S + s) * 2] = _mm512_and_si512(nibbles, low);
+      blk.k_nibbles[(t * S + s) * 2 + 1] = _mm512_and_si512(_mm512_srli_epi16(nibbles, 4), low);
+      blk.k_scales[t * S + s] = int4_lane_scales(head);
+    }
+    for (std::size_t rg = 0; 4 * rg < n; ++rg) {
+      __m512i nib[4], x[4];
+      for (std::size_t i = 0; i < 4; ++i) {
+        nib[i] = _mm512_setzero_si512();
+        if (4 * rg + i < n) {
+          pv.next();
+          const std::byte* row = v + (4 * rg + i) * geo.row_bytes;
+          nib[i] = full ? load_int4_nibbles<true>(row, geo, s) : load_int4_nibbles<false>(row, geo, s);
+        }
+      }
+      interleave4_epi8(nib, x);
+      __m512i* out = blk.v_nibbles + (rg * S + s) * 8;
+      for (int j = 0; j < 4; ++j) {
+        out[j] = _mm512_and_si512(x[j], low);
+        out[4 + j] = _mm512_and_si512(_mm512_srli_epi16(x[j], 4), low);
+      }
+      blk.v_scales[rg * S + s] = int4_row_group_scales(v + 4 * rg * geo.row_bytes, n - 4 * rg, geo, s);
+    }
+  }
+}
+
+// s[0, 64) ← one query's scores over the block's first n rows (n ≤ blk.n), −inf from n on:
+// int4_dot_scores on the unpacked rows.
+inline void int4_block_scores(const Int4Query& q, const Int4Block& blk, std::size_t n,
+                              const Int4DotGeometry& geo, float* s) {
+  const std::size_t S = geo.segments;
+  for (std::size_t t0 = 0; t0 < kDotBlock; t0 += 16) {
+    if (t0 >= n) {
+      _mm512_store_ps(s + t0, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
+      continue;
+    }
+    const std::size_t rows = n - t0 < 16 ? n - t0 : 16;
+    __m512 part[16];
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < 16; ++i) part[i] = _mm512_setzero_ps();
+    for (std::size_t seg = 0; seg < S; ++seg) {
+      const __m512i q_lo = q.lo[seg], q_hi = q.hi[seg], bias = q.bias[seg];
+      const auto key = [&](std::size_t i) {
+        const std::size_t at = (t0 + i) * S + seg;
+        const __m512i dots = dot_u8s8(dot_u8s8(bias, blk.k_nibbles[2 * at], q_lo),
+                                      blk.k_nibbles[2 * at + 1], q_hi);
+        part[reduce16_slot(i)] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), blk.k_scales[at], part[reduce16_slot(i)]);
+      };
+      if (rows == 16) {
+#pragma GCC unroll 16
+        for (std::size_t i = 0; i < 16; ++i) key(i);
+      } else {
+        for (std::size_t i = 0; i < rows; ++i) key(i);
+      }
+    }
+    const __m512 sc = _mm512_mul_ps(reduce16(part), _mm512_set1_ps(q.scale));
+    _mm512_store_ps(s + t0, mask_past(sc, n, t0));
+  }
+}
+
+// One query's P·V weights over the block's first n rows (p: 0 from n on), as
+// int4_dot_weights computes them, from the unpacked scales.
+inline float int4_block_weights(const float* p, const Int4Block& blk, std::size_t n,
+                                const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
+  const std::size_t row_groups = (n + 3) / 4, S = geo.segments;
+  __m512 vmax = _mm512_setzero_ps();
+  for (std::size_t s = 0; s < S; ++s) {
+    for (std::size_t rg = 0; rg < row_groups; ++rg) {
+      const __m512 w =
+          _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_load_ps(p + 4 * rg)), blk.v_scales[rg * S + s]);
+      wf[s * 16 + rg] = w;
+      vmax = _mm512_max_ps(vmax, w);
+    }
+  }
+  return pack_int4_weights(wf, S, row_groups, vmax, wv);
+}
+
+// acc += w_scale · Σ_t w8_tg (nibble_tj − 8) over the block's first n rows: int4_dot_pv on the
+// interleaved rows (rows from n on carry weight 0).
+inline void int4_block_pv(const __m512i* wv, float w_scale, const Int4Block& blk, std::size_t n,
+                          const Int4DotGeometry& geo, float* acc) {
+  const std::size_t row_groups = (n + 3) / 4, S = geo.segments;
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (std::size_t s = 0; s < S; ++s) {
+    __m512i sum[8];
+    for (int k = 0; k < 8; ++k) sum[k] = _mm512_setzero_si512();
+    __m512i w_sum = _mm512_setzero_si512();
+    for (std::size_t rg = 0; rg < row_groups; ++rg) {
+      const __m512i w = wv[s * 16 + rg];
+      const __m512i* x = blk.v_nibbles + (rg * S + s) * 8;
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) sum[k] = dot_u8s8(sum[k], w, x[k]);
+      w_sum = dot_u8s8(w_sum, w, ones);
+    }
+    const __m512i bias = _mm512_slli_epi32(w_sum, 3);
+    const __m512 scale = _mm512_set1_ps(w_scale);
+    for (int k = 0; k < 8; ++k) {
+      float* a = acc + (s * 8 + k) * 16;
+      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum[k], bias)), scale,
+                                         _mm512_load_ps(a)));
+    }
+  }
+}
+
+}  // namespace kvscope::simd

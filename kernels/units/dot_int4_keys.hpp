@@ -1,0 +1,124 @@
+#pragma once
+// The int4 VNNI kernels as the decode and prefill drivers run them (attention_decode.hpp's
+// KeyRunner contract): one query per kv head through the fused kernels (dot_int4.hpp), 2 or
+// more through a block unpacked once for all of them (dot_int4_block.hpp). Include only from
+// kernels/arch/avx512_dot.cpp.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention_decode.hpp"
+#include "kernels/attention_prefill.hpp"
+#include "kernels/units/dot_int4.hpp"
+#include "kernels/units/dot_int4_block.hpp"
+
+namespace kvscope::simd {
+
+// The drivers' KeyRunner for int4 keys and values on VNNI. One per thread: its queries' packed
+// forms and interleaved accumulators, one block's scores, weights and their operands, and the
+// unpacked block.
+template <class A>
+class Int4DotKeys {
+ public:
+  Int4DotKeys(std::size_t head_dim, std::size_t max_queries)
+      : geo_(head_dim),
+        vectors_(16 * (max_queries * 3 * geo_.segments + geo_.segments * 16 +
+                       Int4Block::vectors(geo_))),
+        floats_(max_queries * geo_.positions + 2 * kDotBlock + geo_.segments * 16 * 16),
+        queries_(max_queries),
+        natural_(geo_.positions) {
+    for (std::size_t c = 0; c < geo_.positions; ++c) {
+      natural_.get()[c] = static_cast<std::uint32_t>(geo_.natural(c));
+    }
+  }
+
+  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+           std::size_t count, std::size_t /*nv*/, bool /*direct*/,
+           const DecodeScratch<A>& /*unused*/) {
+    const std::size_t positions = geo_.positions;
+    auto* packed = reinterpret_cast<__m512i*>(vectors_.get());
+    __m512i* wv = packed + count * 3 * geo_.segments;
+    Int4Block blk(wv + geo_.segments * 16, geo_);
+    float* acc = floats_.get();
+    float* s = acc + count * positions;
+    float* p = s + kDotBlock;
+    auto* wf = reinterpret_cast<__m512*>(p + kDotBlock);
+    const std::uint32_t* natural = natural_.get();
+    for (std::size_t i = 0; i < count; ++i) {
+      queries_.get()[i] = pack_int4_query(st[i].q, geo_, packed + i * 3 * geo_.segments);
+      for (std::size_t c = 0; c < positions; ++c) {
+        acc[i * positions + c] = natural[c] < geo_.d ? st[i].acc[natural[c]] : 0.0f;
+      }
+    }
+    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+      nb = kv.block_rows(b0, t1, kDotBlock);
+      const NextBlock next(kv, kvh, b0, nb, t1, kDotBlock);
+      LinePrefetcher k_ahead(next.k, next.rows * geo_.row_bytes);
+      LinePrefetcher v_ahead(next.v, next.rows * geo_.row_bytes);
+      const std::byte* k = kv.k_row(kvh, b0);
+      const std::byte* v = kv.v_row(kvh, b0);
+      const auto visible = [&](std::size_t i) {  // rows of the block query i sees
+        return st[i].last_key < b0 ? 0 : st[i].last_key - b0 + 1 < nb ? st[i].last_key - b0 + 1
+                                                                      : nb;
+      };
+      const bool shared = count > 1;
+      if (shared) {
+        std::size_t n_max = 0;
+        for (std::size_t i = 0; i < count; ++i) n_max = visible(i) > n_max ? visible(i) : n_max;
+        if (n_max == 0) continue;
+        int4_unpack_block(k, v, n_max, geo_, blk, k_ahead, v_ahead);
+      }
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::size_t n = visible(i);
+        if (n == 0) continue;  // the whole block lies after this query
+        float* a = acc + i * positions;
+        if (shared) {
+          int4_block_scores(queries_.get()[i], blk, n, geo_, s);
+        } else {
+          int4_dot_scores(queries_.get()[i], k, n, geo_, s, k_ahead);
+        }
+        __m512 x[4];
+        softmax_block(st[i], s, n, a, positions, x);
+        for (int j = 0; j < 4; ++j) _mm512_store_ps(p + 16 * j, x[j]);
+        if (shared) {
+          const float w_scale = int4_block_weights(p, blk, n, geo_, wf, wv);
+          if (w_scale > 0.0f) int4_block_pv(wv, w_scale, blk, n, geo_, a);
+        } else {
+          const float w_scale = int4_dot_weights(p, v, n, geo_, wf, wv);
+          if (w_scale > 0.0f) int4_dot_pv(wv, w_scale, v, n, geo_, a, v_ahead);
+        }
+      }
+      k_ahead.rest();
+      v_ahead.rest();
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      for (std::size_t c = 0; c < positions; ++c) {
+        if (natural[c] < geo_.d) st[i].acc[natural[c]] = acc[i * positions + c];
+      }
+    }
+  }
+
+ private:
+  Int4DotGeometry geo_;
+  Scratch<A, std::int32_t> vectors_;  // __m512i each 16
+  Scratch<A> floats_;
+  Scratch<A, Int4Query> queries_;
+  Scratch<A, std::uint32_t> natural_;
+};
+
+// Decode (p.n_queries == 1) and prefill over a cache of int4 keys and values on VNNI.
+template <class A>
+void attend_decode_int4_dot(const AttentionProblem& p, int threads) {
+  decode_with<A>(p, threads, true, [](std::size_t head_dim, std::size_t max_queries) {
+    return Int4DotKeys<A>(head_dim, max_queries);
+  });
+}
+template <class A>
+void attend_prefill_int4_dot(const AttentionProblem& p, int threads) {
+  prefill_with<A>(p, threads, true, [](std::size_t head_dim, std::size_t max_queries) {
+    return Int4DotKeys<A>(head_dim, max_queries);
+  });
+}
+
+}  // namespace kvscope::simd
