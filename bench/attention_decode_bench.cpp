@@ -3,9 +3,9 @@
 // int4) and ISA, on 2 threads.
 // Beside each shape: the read loop over the same number of bytes (the bandwidth ceiling).
 // Counters: bytes/s of cache read (GB/s), tokens/s (decode steps of this layer per second).
-// int8 and bf16 caches, and int4 with up to 4 query heads per kv head, also run in fast mode
-// (".../avx512/fast": the unit attend() picks) and on each unit of their type called directly
-// (".../avx512/vnni-int8", "amx-int8", "avx512-bf16", "amx-bf16"), and each unit's peak is a benchmark of its own
+// int8, int4 and bf16 caches also run in fast mode (".../avx512/fast": the unit attend()
+// picks) and on each unit of their type called directly (".../avx512/vnni-int8", "amx-int8",
+// "avx512-bf16", "amx-bf16"), and each unit's peak is a benchmark of its own
 // ("UnitPeak/<unit>", operations/s at 2 per multiply-add).
 //
 // --cache-state=cold (the default) reads, every iteration, K/V bytes that are in no cache
@@ -159,15 +159,14 @@ void register_all(Options options) {
               ->UseRealTime()
               ->Unit(benchmark::kMicrosecond);
         }
-        const std::size_t sharing = 32 / kv;  // query heads per kv head
-        if (!units_for(dtype, sharing).empty()) {
+        if (!units_for(dtype).empty()) {
           Options fast = options;
           fast.compute = ComputeMode::fast;
           benchmark::RegisterBenchmark(("Decode" + shape + "/avx512/fast" + suffix).c_str(), decode,
                                        key, Isa::avx512, fast)
               ->UseRealTime()
               ->Unit(benchmark::kMicrosecond);
-          for (ComputeUnit unit : units_for(dtype, sharing)) {
+          for (ComputeUnit unit : units_for(dtype)) {
             Options on_unit = options;
             on_unit.unit = unit;
             benchmark::RegisterBenchmark(

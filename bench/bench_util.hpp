@@ -109,11 +109,10 @@ inline double fma_peak(Isa isa, int threads) {
 
 inline std::string name_of(Isa isa) { return std::string(to_string(isa)); }
 
-// The dot and matrix units that serve a cache of `dtype` read by `sharing` query vectors per
-// key block (registered on every CPU; a case whose unit this CPU lacks is skipped with that
-// reason).
-inline std::vector<ComputeUnit> units_for(KvDtype dtype, std::size_t sharing) {
-  if (dtype == KvDtype::int4 && sharing <= kInt4DotMaxSharing) return {ComputeUnit::vnni_int8};
+// The dot and matrix units that serve a cache of `dtype` (registered on every CPU; a case
+// whose unit this CPU lacks is skipped with that reason).
+inline std::vector<ComputeUnit> units_for(KvDtype dtype) {
+  if (dtype == KvDtype::int4) return {ComputeUnit::vnni_int8};
   if (dtype == KvDtype::int8) return {ComputeUnit::vnni_int8, ComputeUnit::amx_int8};
   if (dtype == KvDtype::bf16) return {ComputeUnit::avx512_bf16, ComputeUnit::amx_bf16};
   return {};

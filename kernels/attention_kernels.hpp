@@ -41,8 +41,7 @@ void attend_prefill(const AttentionProblem& p, int threads);
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, int8, vnni_int8) \
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_dot, bf16, avx512_bf16)
 
-// int4 keys and values on VNNI, up to kInt4DotMaxSharing queries per key block
-// (kernels/units/dot_int4_keys.hpp).
+// int4 keys and values on VNNI (kernels/units/dot_int4_keys.hpp).
 template <class A>
 void attend_decode_int4_dot(const AttentionProblem& p, int threads);
 template <class A>

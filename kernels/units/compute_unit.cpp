@@ -102,7 +102,7 @@ ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std
       cpu_has(ComputeUnit::amx_bf16)) {
     return ComputeUnit::amx_bf16;
   }
-  if (dtype == KvDtype::int4 && sharing <= kInt4DotMaxSharing && cpu_has(ComputeUnit::vnni_int8)) {
+  if (dtype == KvDtype::int4 && cpu_has(ComputeUnit::vnni_int8)) {
     return ComputeUnit::vnni_int8;
   }
   const bool short_pages = page_tokens > 0 && page_tokens < 64;

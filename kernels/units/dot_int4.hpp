@@ -1,7 +1,7 @@
 #pragma once
 // Attention over an int4 cache (q4_0 blocks: an f16 scale, then 16 bytes holding elements j
-// and j + 16 of the group in the low and high nibble of byte j) on AVX-512 VNNI, for one to
-// kInt4DotMaxSharing queries per kv head, rows read in place. Include only from
+// and j + 16 of the group in the low and high nibble of byte j) on AVX-512 VNNI, rows read in
+// place: the fused kernels of one query (MHA decode). Include only from
 // kernels/arch/avx512_dot.cpp.
 //
 // A row is read in segments of 4 groups (128 elements, 72 bytes): the 4 groups' 16 nibble

@@ -1,7 +1,8 @@
 #pragma once
-// One block of int4 rows unpacked once for the 2 to 4 queries of a GQA kv head (VNNI). The
-// fused kernels of dot_int4.hpp unpack each row for each query: for 4 queries, 4 times the
-// loads, masks, shifts, scale conversions and interleaves. Here the block's key rows are
+// One block of int4 rows unpacked once for the 2 or more queries that read it (GQA, MQA,
+// prefill tiles; VNNI). The fused kernels of dot_int4.hpp unpack each row for each query: for
+// 4 queries, 4 times the loads, masks, shifts, scale conversions and interleaves. Here the
+// block's key rows are
 // split into their low and high nibble vectors with their lane scales, and its value rows
 // interleaved 4 at a time with their scales, once; each query then runs only its dot
 // products, softmax and weights. Same arithmetic as the fused kernels, bit for bit. Include

@@ -356,6 +356,7 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
       cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma;
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 1));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 2));
+  for (std::size_t sharing : {1, 4, 32, 64}) EXPECT_EQ(vnni, unit_for(KvDtype::int4, sharing));
   // Pages shorter than a key block: the row kernel would read one head's 2 KiB pieces apart.
   const auto paged = [](std::size_t sharing, std::size_t page_tokens) {
     return attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, sharing, 128,
