@@ -1,10 +1,10 @@
 // Prefill attention of 2000 tokens from an empty cache (causal), 32 query heads × head_dim
-// 128 over kv heads 32 / 8 / 1, every cache type (f32, f16, bf16, int8, int4) and ISA, on 2 threads, and on every compute
-// unit the CPU has (".../avx512/vnni-int8", "avx512-bf16", "amx-int8", "amx-bf16", each called
-// directly, whichever attend() would pick). Counters: FLOP/s
-// (4 · head_dim FLOPs per (query, head, visible key): q·k and p·v, one multiply-add each
-// counted as 2) and the fraction of the peak of the unit used (the ISA's FP32 FMA peak, or
-// the dot unit's), measured in this process.
+// 128 over kv heads 32 / 8 / 1, every cache type (f32, f16, bf16, int8, int4) and ISA, on 2
+// threads, and on every compute unit the CPU has (".../avx512/vnni-int8", "avx512-bf16",
+// "amx-int8", "amx-bf16", each called directly, whichever attend() would pick). Counters: FLOP/s (4
+// · head_dim FLOPs per (query, head, visible key): q·k and p·v, one multiply-add each counted as 2)
+// and the fraction of the peak of the unit used (the ISA's FP32 FMA peak, or the dot unit's),
+// measured in this process.
 //
 //   build/release/bench/attention_prefill_bench --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
@@ -74,7 +74,8 @@ void prefill(benchmark::State& state, std::size_t n_kv, KvDtype dtype, Isa isa, 
 
 int register_all() {
   for (std::size_t kv : {32, 8, 1}) {
-    for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8, KvDtype::int4}) {
+    for (KvDtype dtype :
+         {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8, KvDtype::int4}) {
       for (Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512}) {
         const std::string name = "Prefill/kv" + std::to_string(kv) + "/tokens" +
                                  std::to_string(kTokens) + "/" + std::string(to_string(dtype)) +

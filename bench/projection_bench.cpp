@@ -22,8 +22,8 @@
 #include "kernels/number_formats.hpp"
 #include "kernels/ref/layer_ops_ref.hpp"
 #include "kernels/roofline.hpp"
-#include "kernels/units/cpu_features.hpp"
 #include "kernels/units/compute_unit.hpp"
+#include "kernels/units/cpu_features.hpp"
 #include "kernels/weights/gemm_bf16_amx.hpp"
 #include "kernels/weights/gemv.hpp"
 #include "kernels/weights/gemv_bf16_dot.hpp"
@@ -289,7 +289,9 @@ void BM_SmallBatch(benchmark::State& state) {
                        y.data(), kThreads);
   };
   run();  // warm-up: primitive creation
-  state.SetLabel(path == 2 ? "amx-bf16 (ours)" : ours ? "avx512-bf16 (ours)" : "oneDNN bf16 matmul");
+  state.SetLabel(path == 2 ? "amx-bf16 (ours)"
+                 : ours    ? "avx512-bf16 (ours)"
+                           : "oneDNN bf16 matmul");
   for (auto _ : state) {
     run();
     benchmark::DoNotOptimize(y.data());

@@ -46,7 +46,7 @@ template <class A>
 void attend_decode_int4_dot(const AttentionProblem& p, int threads);
 template <class A>
 void attend_prefill_int4_dot(const AttentionProblem& p, int threads);
-#define KVSCOPE_INT4_DOT_KERNELS(PREFIX)                                              \
+#define KVSCOPE_INT4_DOT_KERNELS(PREFIX)                                                 \
   PREFIX template void attend_decode_int4_dot<avx512_dot>(const AttentionProblem&, int); \
   PREFIX template void attend_prefill_int4_dot<avx512_dot>(const AttentionProblem&, int);
 KVSCOPE_INT4_DOT_KERNELS(extern)

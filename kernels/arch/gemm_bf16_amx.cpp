@@ -19,9 +19,9 @@ using simd::tile_load;
 using simd::tile_store;
 using simd::tile_zero;
 
-constexpr std::size_t kStep = 32;         // K elements per tile product (16 bf16 pairs)
-constexpr std::size_t kBlock = 16;        // W rows per A tile
-constexpr std::size_t kPrefetchSteps = 8; // W lines requested this many steps ahead
+constexpr std::size_t kStep = 32;          // K elements per tile product (16 bf16 pairs)
+constexpr std::size_t kBlock = 16;         // W rows per A tile
+constexpr std::size_t kPrefetchSteps = 8;  // W lines requested this many steps ahead
 
 // Tiles: C0, C1 (two blocks of 16 W rows × 16 batch columns, f32), A0, A1 (their W rows),
 // B0, B1 (x, alternated between steps: a tile reloaded while a product reads it waits).
@@ -119,7 +119,8 @@ void gemm_bf16_amx(const float* x, std::size_t m, const WeightsView& w, float* y
     std::vector<float> part(m * tail.rows);
     gemm_bf16_dot(x, m, tail, part.data(), 1);
     for (std::size_t b = 0; b < m; ++b) {
-      for (std::size_t i = 0; i < tail.rows; ++i) y[b * n + full_rows + i] = part[b * tail.rows + i];
+      for (std::size_t i = 0; i < tail.rows; ++i)
+        y[b * n + full_rows + i] = part[b * tail.rows + i];
     }
   }
 }

@@ -5,9 +5,9 @@
 //        arithmetic, error = the cache format's own rounding only).
 // fast:  the CPU's dot-product and matrix units where they exist and measure faster: int8
 //        caches on AMX-INT8 tiles or AVX-512 VNNI, int4 caches on VNNI (query and softmax
-//        weights quantized to 8 bits per block), bf16 caches on AMX-BF16 tiles or AVX512-BF16 (query and weights
-//        rounded to bf16) — each within about 2× of its cache format's own error. Shapes and
-//        CPUs without such a unit run exact.
+//        weights quantized to 8 bits per block), bf16 caches on AMX-BF16 tiles or AVX512-BF16
+//        (query and weights rounded to bf16) — each within about 2× of its cache format's own
+//        error. Shapes and CPUs without such a unit run exact.
 #include <cstddef>
 #include <string_view>
 

@@ -133,8 +133,8 @@ inline Int4Query pack_int4_query(const float* q, const Int4DotGeometry& geo, __m
   }
   const __m512i ones = _mm512_set1_epi8(1);
   for (std::size_t s = 0; s < geo.segments; ++s) {
-    const __m512i sum = dot_u8s8(dot_u8s8(_mm512_setzero_si512(), ones, packed.lo[s]), ones,
-                                 packed.hi[s]);
+    const __m512i sum =
+        dot_u8s8(dot_u8s8(_mm512_setzero_si512(), ones, packed.lo[s]), ones, packed.hi[s]);
     out[2 * geo.segments + s] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 3));
   }
   return packed;
@@ -144,8 +144,7 @@ inline Int4Query pack_int4_query(const float* q, const Int4DotGeometry& geo, __m
 // t0 + i, i < rows (16 unrolled).
 template <bool Full>
 [[gnu::always_inline]] inline void int4_segment_scores(const Int4Query& q, const std::byte* k,
-                                                       std::size_t rows,
-                                                       const Int4DotGeometry& geo,
+                                                       std::size_t rows, const Int4DotGeometry& geo,
                                                        std::size_t seg, __m512* part,
                                                        LinePrefetcher& pf) {
   const __m512i low = _mm512_set1_epi8(0x0f);
@@ -169,10 +168,12 @@ template <bool Full>
   }
 }
 
-// s[0, 64) ← sq · Σ_g scale_tg Σ_{j∈g} q8_j (nibble_tj − 8) for key rows t < n (row t at
-// k + t · row_bytes), −inf from n on. pf takes a line per row segment.
-inline void int4_dot_scores(const Int4Query& q, const std::byte* k, std::size_t n,
-                            const Int4DotGeometry& geo, float* s, LinePrefetcher& pf) {
+// s[0, 64) ← q.scale · the block's scores for rows t < n, −inf from n on: 16 rows at a time,
+// segment_scores(t0, rows, seg, part) adding each row's lane sums × scales into part[slot]
+// and reduce16 summing them.
+template <class SegmentScores>
+void int4_scores_by_16(const Int4Query& q, std::size_t n, std::size_t segments, float* s,
+                       SegmentScores&& segment_scores) {
   for (std::size_t t0 = 0; t0 < kDotBlock; t0 += 16) {
     if (t0 >= n) {
       _mm512_store_ps(s + t0, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
@@ -182,17 +183,25 @@ inline void int4_dot_scores(const Int4Query& q, const std::byte* k, std::size_t 
     __m512 part[16];
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < 16; ++i) part[i] = _mm512_setzero_ps();
-    const std::byte* rows_at = k + t0 * geo.row_bytes;
-    for (std::size_t seg = 0; seg < geo.segments; ++seg) {
-      if (4 * seg + 4 <= geo.groups) {
-        int4_segment_scores<true>(q, rows_at, rows, geo, seg, part, pf);
-      } else {
-        int4_segment_scores<false>(q, rows_at, rows, geo, seg, part, pf);
-      }
-    }
+    for (std::size_t seg = 0; seg < segments; ++seg) segment_scores(t0, rows, seg, part);
     const __m512 sc = _mm512_mul_ps(reduce16(part), _mm512_set1_ps(q.scale));
     _mm512_store_ps(s + t0, mask_past(sc, n, t0));
   }
+}
+
+// s[0, 64) ← sq · Σ_g scale_tg Σ_{j∈g} q8_j (nibble_tj − 8) for key rows t < n (row t at
+// k + t · row_bytes), −inf from n on. pf takes a line per row segment.
+inline void int4_dot_scores(const Int4Query& q, const std::byte* k, std::size_t n,
+                            const Int4DotGeometry& geo, float* s, LinePrefetcher& pf) {
+  int4_scores_by_16(q, n, geo.segments, s,
+                    [&](std::size_t t0, std::size_t rows, std::size_t seg, __m512* part) {
+                      const std::byte* rows_at = k + t0 * geo.row_bytes;
+                      if (4 * seg + 4 <= geo.groups) {
+                        int4_segment_scores<true>(q, rows_at, rows, geo, seg, part, pf);
+                      } else {
+                        int4_segment_scores<false>(q, rows_at, rows, geo, seg, part, pf);
+                      }
+                    });
 }
 
 // The value scales of rows 4rg … 4rg + 3 (rows at `rows`, the first `live` of them read; the
@@ -264,6 +273,18 @@ inline void interleave4_epi8(const __m512i r[4], __m512i x[4]) {
   x[3] = _mm512_unpackhi_epi16(hi01, hi23);
 }
 
+// acc[0, 128) (one segment, interleaved order) += w_scale · (sum[k] − 8 · w_sum): the block's
+// int32 sums of weights × nibbles, less the nibbles' offset 8 times each lane's weight sum.
+inline void add_int4_sums(const __m512i sum[8], __m512i w_sum, float w_scale, float* acc) {
+  const __m512i bias = _mm512_slli_epi32(w_sum, 3);
+  const __m512 scale = _mm512_set1_ps(w_scale);
+  for (int k = 0; k < 8; ++k) {
+    float* a = acc + k * 16;
+    _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum[k], bias)), scale,
+                                       _mm512_load_ps(a)));
+  }
+}
+
 // acc[positions] (interleaved order) += w_scale · Σ_{t<n} w8_tg (nibble_tj − 8), the weights
 // from int4_dot_weights. pf takes a line per row segment.
 inline void int4_dot_pv(const __m512i* wv, float w_scale, const std::byte* v, std::size_t n,
@@ -285,8 +306,9 @@ inline void int4_dot_pv(const __m512i* wv, float w_scale, const std::byte* v, st
         }
       } else {  // rows past n (weight 0) are not read
         for (std::size_t i = 0; i < 4; ++i) {
-          nib[i] = 4 * rg + i < n ? load_int4_nibbles<false>(v + (4 * rg + i) * geo.row_bytes, geo, s)
-                                  : _mm512_setzero_si512();
+          nib[i] = 4 * rg + i < n
+                       ? load_int4_nibbles<false>(v + (4 * rg + i) * geo.row_bytes, geo, s)
+                       : _mm512_setzero_si512();
         }
       }
       // Interleaved as bytes, then split: the low and the high nibbles come out interleaved
@@ -300,13 +322,7 @@ inline void int4_dot_pv(const __m512i* wv, float w_scale, const std::byte* v, st
       }
       w_sum = dot_u8s8(w_sum, w, ones);
     }
-    const __m512i bias = _mm512_slli_epi32(w_sum, 3);
-    const __m512 scale = _mm512_set1_ps(w_scale);
-    for (int k = 0; k < 8; ++k) {
-      float* a = acc + (s * 8 + k) * 16;
-      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum[k], bias)), scale,
-                                         _mm512_load_ps(a)));
-    }
+    add_int4_sums(sum, w_sum, w_scale, acc + s * 128);
   }
 }
 

@@ -51,7 +51,8 @@ inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_
       const std::byte* row = k + t * geo.row_bytes;
       const __m512i nibbles =
           full ? load_int4_nibbles<true>(row, geo, s) : load_int4_nibbles<false>(row, geo, s);
-      const __m512i head = full ? load_int4_head<true>(row, geo, s) : load_int4_head<false>(row, geo, s);
+      const __m512i head =
+          full ? load_int4_head<true>(row, geo, s) : load_int4_head<false>(row, geo, s);
       blk.k_nibbles[(t * S + s) * 2] = _mm512_and_si512(nibbles, low);
       blk.k_nibbles[(t * S + s) * 2 + 1] = _mm512_and_si512(_mm512_srli_epi16(nibbles, 4), low);
       blk.k_scales[t * S + s] = int4_lane_scales(head);
@@ -63,7 +64,8 @@ inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_
         if (4 * rg + i < n) {
           pv.next();
           const std::byte* row = v + (4 * rg + i) * geo.row_bytes;
-          nib[i] = full ? load_int4_nibbles<true>(row, geo, s) : load_int4_nibbles<false>(row, geo, s);
+          nib[i] =
+              full ? load_int4_nibbles<true>(row, geo, s) : load_int4_nibbles<false>(row, geo, s);
         }
       }
       interleave4_epi8(nib, x);
@@ -72,7 +74,8 @@ inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_
         out[j] = _mm512_and_si512(x[j], low);
         out[4 + j] = _mm512_and_si512(_mm512_srli_epi16(x[j], 4), low);
       }
-      blk.v_scales[rg * S + s] = int4_row_group_scales(v + 4 * rg * geo.row_bytes, n - 4 * rg, geo, s);
+      blk.v_scales[rg * S + s] =
+          int4_row_group_scales(v + 4 * rg * geo.row_bytes, n - 4 * rg, geo, s);
     }
   }
 }
@@ -82,34 +85,23 @@ inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_
 inline void int4_block_scores(const Int4Query& q, const Int4Block& blk, std::size_t n,
                               const Int4DotGeometry& geo, float* s) {
   const std::size_t S = geo.segments;
-  for (std::size_t t0 = 0; t0 < kDotBlock; t0 += 16) {
-    if (t0 >= n) {
-      _mm512_store_ps(s + t0, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
-      continue;
-    }
-    const std::size_t rows = n - t0 < 16 ? n - t0 : 16;
-    __m512 part[16];
+  int4_scores_by_16(
+      q, n, S, s, [&](std::size_t t0, std::size_t rows, std::size_t seg, __m512* part) {
+        const __m512i q_lo = q.lo[seg], q_hi = q.hi[seg], bias = q.bias[seg];
+        const auto key = [&](std::size_t i) {
+          const std::size_t at = (t0 + i) * S + seg;
+          const __m512i dots = dot_u8s8(dot_u8s8(bias, blk.k_nibbles[2 * at], q_lo),
+                                        blk.k_nibbles[2 * at + 1], q_hi);
+          part[reduce16_slot(i)] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), blk.k_scales[at], part[reduce16_slot(i)]);
+        };
+        if (rows == 16) {
 #pragma GCC unroll 16
-    for (std::size_t i = 0; i < 16; ++i) part[i] = _mm512_setzero_ps();
-    for (std::size_t seg = 0; seg < S; ++seg) {
-      const __m512i q_lo = q.lo[seg], q_hi = q.hi[seg], bias = q.bias[seg];
-      const auto key = [&](std::size_t i) {
-        const std::size_t at = (t0 + i) * S + seg;
-        const __m512i dots = dot_u8s8(dot_u8s8(bias, blk.k_nibbles[2 * at], q_lo),
-                                      blk.k_nibbles[2 * at + 1], q_hi);
-        part[reduce16_slot(i)] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), blk.k_scales[at], part[reduce16_slot(i)]);
-      };
-      if (rows == 16) {
-#pragma GCC unroll 16
-        for (std::size_t i = 0; i < 16; ++i) key(i);
-      } else {
-        for (std::size_t i = 0; i < rows; ++i) key(i);
-      }
-    }
-    const __m512 sc = _mm512_mul_ps(reduce16(part), _mm512_set1_ps(q.scale));
-    _mm512_store_ps(s + t0, mask_past(sc, n, t0));
-  }
+          for (std::size_t i = 0; i < 16; ++i) key(i);
+        } else {
+          for (std::size_t i = 0; i < rows; ++i) key(i);
+        }
+      });
 }
 
 // One query's P·V weights over the block's first n rows (p: 0 from n on), as
@@ -146,13 +138,7 @@ inline void int4_block_pv(const __m512i* wv, float w_scale, const Int4Block& blk
       for (int k = 0; k < 8; ++k) sum[k] = dot_u8s8(sum[k], w, x[k]);
       w_sum = dot_u8s8(w_sum, w, ones);
     }
-    const __m512i bias = _mm512_slli_epi32(w_sum, 3);
-    const __m512 scale = _mm512_set1_ps(w_scale);
-    for (int k = 0; k < 8; ++k) {
-      float* a = acc + (s * 8 + k) * 16;
-      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum[k], bias)), scale,
-                                         _mm512_load_ps(a)));
-    }
+    add_int4_sums(sum, w_sum, w_scale, acc + s * 128);
   }
 }
 

@@ -23,8 +23,8 @@ class Int4DotKeys {
  public:
   Int4DotKeys(std::size_t head_dim, std::size_t max_queries)
       : geo_(head_dim),
-        vectors_(16 * (max_queries * 3 * geo_.segments + geo_.segments * 16 +
-                       Int4Block::vectors(geo_))),
+        vectors_(16 *
+                 (max_queries * 3 * geo_.segments + geo_.segments * 16 + Int4Block::vectors(geo_))),
         floats_(max_queries * geo_.positions + 2 * kDotBlock + geo_.segments * 16 * 16),
         queries_(max_queries),
         natural_(geo_.positions) {
@@ -59,8 +59,9 @@ class Int4DotKeys {
       const std::byte* k = kv.k_row(kvh, b0);
       const std::byte* v = kv.v_row(kvh, b0);
       const auto visible = [&](std::size_t i) {  // rows of the block query i sees
-        return st[i].last_key < b0 ? 0 : st[i].last_key - b0 + 1 < nb ? st[i].last_key - b0 + 1
-                                                                      : nb;
+        return st[i].last_key < b0            ? 0
+               : st[i].last_key - b0 + 1 < nb ? st[i].last_key - b0 + 1
+                                              : nb;
       };
       const bool shared = count > 1;
       if (shared) {

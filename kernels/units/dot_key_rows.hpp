@@ -40,10 +40,12 @@ inline __m512i reduce16_bits(const __m512i v[16]) {
   };
   __m512i a[8], b[4], c[2];
   for (int i = 0; i < 8; ++i) {  // a[i]: 128-bit lanes [v_i, v_i, v_{i+8}, v_{i+8}] half-sums
-    a[i] = add(_mm512_shuffle_i64x2(v[i], v[i + 8], 0x44), _mm512_shuffle_i64x2(v[i], v[i + 8], 0xee));
+    a[i] =
+        add(_mm512_shuffle_i64x2(v[i], v[i + 8], 0x44), _mm512_shuffle_i64x2(v[i], v[i + 8], 0xee));
   }
   for (int i = 0; i < 4; ++i) {  // b[i]: lanes [v_i, v_{i+8}, v_{i+4}, v_{i+12}], 4 parts each
-    b[i] = add(_mm512_shuffle_i64x2(a[i], a[i + 4], 0x88), _mm512_shuffle_i64x2(a[i], a[i + 4], 0xdd));
+    b[i] =
+        add(_mm512_shuffle_i64x2(a[i], a[i + 4], 0x88), _mm512_shuffle_i64x2(a[i], a[i + 4], 0xdd));
   }
   for (int i = 0; i < 2; ++i) {  // c[i], lane L: 2 parts of b_i's key, then 2 of b_{i+2}'s
     c[i] = add(_mm512_unpacklo_epi64(b[i], b[i + 2]), _mm512_unpackhi_epi64(b[i], b[i + 2]));

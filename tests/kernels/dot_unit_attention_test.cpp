@@ -190,10 +190,10 @@ void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
   for (const Case& c : cases({40, 128})) {
     SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", first_pos " +
                  std::to_string(c.first_pos) + ", n_queries " + std::to_string(c.n_queries));
-    const RandomProblem rp(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype,
-                           seed, 1.0f, Data::ragged);
-    RandomProblem rounded_q(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries,
-                            dtype, seed++, 1.0f, Data::ragged);
+    const RandomProblem rp(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed,
+                           1.0f, Data::ragged);
+    RandomProblem rounded_q(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed++,
+                            1.0f, Data::ragged);
     round_query_as_unit(unit, rounded_q.q, c.head_dim);
     std::vector<float> flat(rp.out_size()), same_q(rp.out_size());
     simd::attend_dot_unit(rp.problem(flat.data()), unit, 2);
@@ -284,33 +284,35 @@ TEST_P(Int4OnVnni, LateLargeScoresKeepTheSoftmaxFinite) {
 // the rows itself (dot_int4.hpp). Both do the same arithmetic, so the GQA problem must equal,
 // bit for bit, the MHA problem whose kv heads repeat each of its kv heads for every query head
 // (contexts of at most 256 keys: one work item per kv head either way, nothing to merge).
-TEST_P(Int4OnVnni, SharedBlockEqualsEachQueryReadingAlone) {
+TEST(Int4OnVnniShared, BlockEqualsEachQueryReadingAlone) {
   if (!cpu_has(ComputeUnit::vnni_int8)) GTEST_SKIP() << "CPU lacks avx512_vnni (or AVX-512)";
-  const std::size_t group = GetParam(), n_kv = 2;
-  if (group == 1) GTEST_SKIP() << "one query per kv head reads the rows itself";
-  for (std::size_t d : {40, 128, 136}) {
-    for (std::size_t tokens : {1, 17, 64, 129, 256}) {
-      SCOPED_TRACE("head_dim " + std::to_string(d) + ", " + std::to_string(tokens) + " keys");
-      RandomProblem gqa(n_kv * group, n_kv, d, tokens - 1, 1, KvDtype::int4, 700 + tokens, 1.0f,
-                        Data::ragged);
-      RandomProblem mha(n_kv * group, n_kv * group, d, tokens - 1, 1, KvDtype::int4, 1);
-      mha.q = gqa.q;
-      for (std::vector<float>* x : {&mha.k, &mha.v}) {
-        const std::vector<float>& from = x == &mha.k ? gqa.k : gqa.v;
-        for (std::size_t t = 0; t < tokens; ++t) {
-          for (std::size_t h = 0; h < n_kv * group; ++h) {
-            std::copy_n(from.data() + (t * n_kv + h / group) * d, d,
-                        x->data() + (t * n_kv * group + h) * d);
+  const std::size_t n_kv = 2;
+  for (std::size_t group : {2, 4}) {
+    for (std::size_t d : {40, 128, 136}) {
+      for (std::size_t tokens : {1, 17, 64, 129, 256}) {
+        SCOPED_TRACE(std::to_string(group) + " queries per kv head, head_dim " + std::to_string(d) +
+                     ", " + std::to_string(tokens) + " keys");
+        RandomProblem gqa(n_kv * group, n_kv, d, tokens - 1, 1, KvDtype::int4, 700 + tokens, 1.0f,
+                          Data::ragged);
+        RandomProblem mha(n_kv * group, n_kv * group, d, tokens - 1, 1, KvDtype::int4, 1);
+        mha.q = gqa.q;
+        for (std::vector<float>* x : {&mha.k, &mha.v}) {
+          const std::vector<float>& from = x == &mha.k ? gqa.k : gqa.v;
+          for (std::size_t t = 0; t < tokens; ++t) {
+            for (std::size_t h = 0; h < n_kv * group; ++h) {
+              std::copy_n(from.data() + (t * n_kv + h / group) * d, d,
+                          x->data() + (t * n_kv * group + h) * d);
+            }
           }
         }
+        mha.cache = KvCache(n_kv * group, d, tokens, KvDtype::int4);
+        mha.cache.append(mha.k.data(), mha.v.data(), tokens);
+        std::vector<float> shared(gqa.out_size()), alone(mha.out_size(), -1.0f);
+        simd::attend_dot_unit(gqa.problem(shared.data()), ComputeUnit::vnni_int8, 1);
+        simd::attend_dot_unit(mha.problem(alone.data()), ComputeUnit::vnni_int8, 1);
+        EXPECT_EQ(0, std::memcmp(shared.data(), alone.data(), shared.size() * sizeof(float)))
+            << "differ by " << max_abs_diff(shared, alone);
       }
-      mha.cache = KvCache(n_kv * group, d, tokens, KvDtype::int4);
-      mha.cache.append(mha.k.data(), mha.v.data(), tokens);
-      std::vector<float> shared(gqa.out_size()), alone(mha.out_size(), -1.0f);
-      simd::attend_dot_unit(gqa.problem(shared.data()), ComputeUnit::vnni_int8, 1);
-      simd::attend_dot_unit(mha.problem(alone.data()), ComputeUnit::vnni_int8, 1);
-      EXPECT_EQ(0, std::memcmp(shared.data(), alone.data(), shared.size() * sizeof(float)))
-          << "differ by " << max_abs_diff(shared, alone);
     }
   }
 }

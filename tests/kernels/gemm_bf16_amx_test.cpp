@@ -43,8 +43,8 @@ TEST(GemmBf16Amx, MatchesFloat64OverRoundedX) {
               }
               const double bound = static_cast<double>(k) * 0x1p-24 * magnitude;
               ASSERT_LE(std::fabs(y[b * n + r] - want), bound)
-                  << "k " << k << " n " << n << " m " << m << " batch row " << b << " W row "
-                  << r << ", " << threads << " threads";
+                  << "k " << k << " n " << n << " m " << m << " batch row " << b << " W row " << r
+                  << ", " << threads << " threads";
             }
           }
         }
