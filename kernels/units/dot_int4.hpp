@@ -118,18 +118,25 @@ struct Int4Query {
 // Packs q[0, d) (already × 1/√d) into `out` (3 · segments vectors): quantized as pack_query
 // quantizes for int8 keys (round to nearest even against max|q| / 127).
 inline Int4Query pack_int4_query(const float* q, const Int4DotGeometry& geo, __m512i* out) {
-  auto* lo = reinterpret_cast<std::int8_t*>(out);
+  // 16 elements at a time, vectors instead of a rounding call per element (perf: MQA at 2,000
+  // tokens packs 32 queries per work item of 256 keys). Group g's first 16 elements land at
+  // bytes 16g of `lo`, its last 16 at bytes 16g of `hi`.
+  auto* lo = reinterpret_cast<std::uint8_t*>(out);
   auto* hi = lo + 64 * geo.segments;
   std::memset(out, 0, 3 * 64 * geo.segments);
-  float amax = 0.0f;
-  for (std::size_t j = 0; j < geo.d; ++j) amax = std::fmax(amax, std::fabs(q[j]));
+  __m512 vmax = _mm512_setzero_ps();
+  for (std::size_t j = 0; j < geo.d; j += 16) {
+    vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j)));
+  }
+  const float amax = _mm512_reduce_max_ps(vmax);
   Int4Query packed{out, out + geo.segments, out + 2 * geo.segments, amax / 127.0f};
   if (amax == 0.0f) return packed;  // every score 0
-  const float inv = 127.0f / amax;
-  for (std::size_t j = 0; j < geo.d; ++j) {
-    const std::size_t g = j / kInt4Group, r = j % kInt4Group;
-    const std::size_t at = 64 * (g / 4) + 16 * (g % 4) + r % 16;
-    (r < 16 ? lo : hi)[at] = static_cast<std::int8_t>(std::nearbyint(q[j] * inv));
+  const __m512 inv = _mm512_set1_ps(127.0f / amax);
+  for (std::size_t j = 0; j < geo.d; j += 16) {  // lanes past d load 0 and store 0
+    const __m512 x = _mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j);
+    const __m128i q8 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x, inv)));
+    const std::size_t g = j / kInt4Group;  // round to nearest even, as pack_query
+    _mm_storeu_si128(reinterpret_cast<__m128i*>((j % kInt4Group < 16 ? lo : hi) + 16 * g), q8);
   }
   const __m512i ones = _mm512_set1_epi8(1);
   for (std::size_t s = 0; s < geo.segments; ++s) {

@@ -47,8 +47,12 @@ class Int4DotKeys {
     const std::uint32_t* natural = natural_.get();
     for (std::size_t i = 0; i < count; ++i) {
       queries_.get()[i] = pack_int4_query(st[i].q, geo_, packed + i * 3 * geo_.segments);
-      for (std::size_t c = 0; c < positions; ++c) {
-        acc[i * positions + c] = natural[c] < geo_.d ? st[i].acc[natural[c]] : 0.0f;
+      for (std::size_t c = 0; c < positions; c += 16) {  // gathered into interleaved order
+        const __m512i idx = _mm512_load_si512(natural + c);
+        const __mmask16 real =
+            _mm512_cmplt_epu32_mask(idx, _mm512_set1_epi32(static_cast<int>(geo_.d)));
+        _mm512_store_ps(acc + i * positions + c,
+                        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), real, idx, st[i].acc, 4));
       }
     }
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
@@ -94,8 +98,11 @@ class Int4DotKeys {
       v_ahead.rest();
     }
     for (std::size_t i = 0; i < count; ++i) {
-      for (std::size_t c = 0; c < positions; ++c) {
-        if (natural[c] < geo_.d) st[i].acc[natural[c]] = acc[i * positions + c];
+      for (std::size_t c = 0; c < positions; c += 16) {  // scattered back to natural order
+        const __m512i idx = _mm512_load_si512(natural + c);
+        const __mmask16 real =
+            _mm512_cmplt_epu32_mask(idx, _mm512_set1_epi32(static_cast<int>(geo_.d)));
+        _mm512_mask_i32scatter_ps(st[i].acc, real, idx, _mm512_load_ps(acc + i * positions + c), 4);
       }
     }
   }
