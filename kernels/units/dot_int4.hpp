@@ -22,7 +22,6 @@
 // The runner: dot_int4_keys.hpp; a block unpacked once for several queries: dot_int4_block.hpp.
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -124,18 +123,13 @@ inline Int4Query pack_int4_query(const float* q, const Int4DotGeometry& geo, __m
   auto* lo = reinterpret_cast<std::uint8_t*>(out);
   auto* hi = lo + 64 * geo.segments;
   std::memset(out, 0, 3 * 64 * geo.segments);
-  __m512 vmax = _mm512_setzero_ps();
-  for (std::size_t j = 0; j < geo.d; j += 16) {
-    vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j)));
-  }
-  const float amax = _mm512_reduce_max_ps(vmax);
+  const float amax = query_absmax(q, geo.d);
   Int4Query packed{out, out + geo.segments, out + 2 * geo.segments, amax / 127.0f};
   if (amax == 0.0f) return packed;  // every score 0
   const __m512 inv = _mm512_set1_ps(127.0f / amax);
   for (std::size_t j = 0; j < geo.d; j += 16) {  // lanes past d load 0 and store 0
-    const __m512 x = _mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j);
-    const __m128i q8 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x, inv)));
-    const std::size_t g = j / kInt4Group;  // round to nearest even, as pack_query
+    const __m128i q8 = _mm512_cvtsepi32_epi8(quantize_query16(q, geo.d, j, inv));
+    const std::size_t g = j / kInt4Group;
     _mm_storeu_si128(reinterpret_cast<__m128i*>((j % kInt4Group < 16 ? lo : hi) + 16 * g), q8);
   }
   const __m512i ones = _mm512_set1_epi8(1);
@@ -232,12 +226,25 @@ inline __m512 int4_row_group_scales(const std::byte* rows, std::size_t live,
   return _mm512_cvtph_ps(_mm512_castsi512_si256(words));
 }
 
-// wv[s · 16 + rg] ← the weights wf[s · 16 + rg] (s < segments, rg < row_groups) quantized to
-// u8 against their largest (vmax's) and laid out as vpdpbusd's operand: lane 4L + i of a
-// weight vector is row i's weight for group L, so dword L gathers the 4 rows' weights. Returns
+// The P·V weights of one query over rows t < n: w_tg = p_t · scale_tg (p: 64 floats, 0 from n
+// on; scales_of(rg, s): the scales of rows 4rg … 4rg + 3 in segment s, as
+// int4_row_group_scales lays them out), quantized to u8 against their largest and laid out as
+// vpdpbusd's operand: wv[s · 16 + rg], lane 4L + i holding row i's weight for group L, so
+// dword L gathers the 4 rows' weights. wf: segments · 16 vectors of scratch. Returns
 // w_max / 255 (0 when every weight is 0).
-inline float pack_int4_weights(const __m512* wf, std::size_t segments, std::size_t row_groups,
-                               __m512 vmax, __m512i* wv) {
+template <class ScalesOf>
+float int4_weights(const float* p, std::size_t n, std::size_t segments, ScalesOf&& scales_of,
+                   __m512* wf, __m512i* wv) {
+  const std::size_t row_groups = (n + 3) / 4;
+  __m512 vmax = _mm512_setzero_ps();
+  for (std::size_t s = 0; s < segments; ++s) {
+    for (std::size_t rg = 0; rg < row_groups; ++rg) {
+      const __m512 w =
+          _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_load_ps(p + 4 * rg)), scales_of(rg, s));
+      wf[s * 16 + rg] = w;
+      vmax = _mm512_max_ps(vmax, w);
+    }
+  }
   const float w_max = _mm512_reduce_max_ps(vmax);
   if (w_max == 0.0f) return 0.0f;
   const __m512 inv = _mm512_set1_ps(255.0f / w_max);
@@ -252,21 +259,15 @@ inline float pack_int4_weights(const __m512* wf, std::size_t segments, std::size
   return w_max / 255.0f;
 }
 
-// The P·V weights of one query over value rows t < n: w_tg = p_t · scale_tg (p: 64 floats,
-// 0 from n on), packed by pack_int4_weights. wf: segments · 16 vectors of scratch.
+// int4_weights with the scales read from value rows t < n at v.
 inline float int4_dot_weights(const float* p, const std::byte* v, std::size_t n,
                               const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
-  const std::size_t row_groups = (n + 3) / 4;
-  __m512 vmax = _mm512_setzero_ps();
-  for (std::size_t s = 0; s < geo.segments; ++s) {
-    for (std::size_t rg = 0; rg < row_groups; ++rg) {
-      const __m512 scales = int4_row_group_scales(v + 4 * rg * geo.row_bytes, n - 4 * rg, geo, s);
-      const __m512 w = _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_load_ps(p + 4 * rg)), scales);
-      wf[s * 16 + rg] = w;
-      vmax = _mm512_max_ps(vmax, w);
-    }
-  }
-  return pack_int4_weights(wf, geo.segments, row_groups, vmax, wv);
+  return int4_weights(
+      p, n, geo.segments,
+      [&](std::size_t rg, std::size_t s) {
+        return int4_row_group_scales(v + 4 * rg * geo.row_bytes, n - 4 * rg, geo, s);
+      },
+      wf, wv);
 }
 
 // x[0..3] ← 4 rows' 64 bytes interleaved per 32-bit lane: lane 4L + m of x[k] holds byte

@@ -2,11 +2,10 @@
 // One block of int4 rows unpacked once for the 2 or more queries that read it (GQA, MQA,
 // prefill tiles; VNNI). The fused kernels of dot_int4.hpp unpack each row for each query: for
 // 4 queries, 4 times the loads, masks, shifts, scale conversions and interleaves. Here the
-// block's key rows are
-// split into their low and high nibble vectors with their lane scales, and its value rows
-// interleaved 4 at a time with their scales, once; each query then runs only its dot
-// products, softmax and weights. Same arithmetic as the fused kernels, bit for bit. Include
-// only from kernels/arch/avx512_dot.cpp.
+// block's key rows are split into their low and high nibble vectors with their lane scales,
+// and its value rows interleaved 4 at a time with their scales, once; each query then runs
+// only its dot products, softmax and weights. Same arithmetic as the fused kernels, bit for
+// bit. Include only from kernels/arch/avx512_dot.cpp.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -23,7 +22,6 @@ struct Int4Block {
   __m512i* v_nibbles = nullptr;  // [(rg · S + s) · 8 + k]: rows 4rg … 4rg + 3 interleaved,
                                  // k < 4 low nibbles, k ≥ 4 high (int4_dot_pv's order)
   __m512* v_scales = nullptr;    // [rg · S + s]: int4_row_group_scales of rows 4rg …
-  std::size_t n = 0;
 
   // Vectors of scratch a block of kDotBlock rows needs.
   static std::size_t vectors(const Int4DotGeometry& geo) {
@@ -43,7 +41,6 @@ inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_
                               LinePrefetcher& pv) {
   const __m512i low = _mm512_set1_epi8(0x0f);
   const std::size_t S = geo.segments;
-  blk.n = n;
   for (std::size_t s = 0; s < S; ++s) {
     const bool full = 4 * s + 4 <= geo.groups;
     for (std::size_t t = 0; t < n; ++t) {
@@ -80,7 +77,8 @@ inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_
   }
 }
 
-// s[0, 64) ← one query's scores over the block's first n rows (n ≤ blk.n), −inf from n on:
+// s[0, 64) ← one query's scores over the block's first n rows (n ≤ the rows unpacked), −inf
+// from n on:
 // int4_dot_scores on the unpacked rows.
 inline void int4_block_scores(const Int4Query& q, const Int4Block& blk, std::size_t n,
                               const Int4DotGeometry& geo, float* s) {
@@ -104,21 +102,12 @@ inline void int4_block_scores(const Int4Query& q, const Int4Block& blk, std::siz
       });
 }
 
-// One query's P·V weights over the block's first n rows (p: 0 from n on), as
-// int4_dot_weights computes them, from the unpacked scales.
+// int4_weights with the block's unpacked scales, over its first n rows.
 inline float int4_block_weights(const float* p, const Int4Block& blk, std::size_t n,
                                 const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
-  const std::size_t row_groups = (n + 3) / 4, S = geo.segments;
-  __m512 vmax = _mm512_setzero_ps();
-  for (std::size_t s = 0; s < S; ++s) {
-    for (std::size_t rg = 0; rg < row_groups; ++rg) {
-      const __m512 w =
-          _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_load_ps(p + 4 * rg)), blk.v_scales[rg * S + s]);
-      wf[s * 16 + rg] = w;
-      vmax = _mm512_max_ps(vmax, w);
-    }
-  }
-  return pack_int4_weights(wf, S, row_groups, vmax, wv);
+  const std::size_t S = geo.segments;
+  return int4_weights(
+      p, n, S, [&](std::size_t rg, std::size_t s) { return blk.v_scales[rg * S + s]; }, wf, wv);
 }
 
 // acc += w_scale · Σ_t w8_tg (nibble_tj − 8) over the block's first n rows: int4_dot_pv on the

@@ -43,6 +43,21 @@ struct DotQuery {
   std::int32_t offset = 0;         // int8: 128 · Σ q8, the bias of the unsigned keys
 };
 
+// max |q[j]| over j < d.
+inline float query_absmax(const float* q, std::size_t d) {
+  __m512 vmax = _mm512_setzero_ps();
+  for (std::size_t j = 0; j < d; j += 16) {
+    vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes_below(d, j), q + j)));
+  }
+  return _mm512_reduce_max_ps(vmax);
+}
+
+// q[j, j + 16) × inv rounded to the nearest int32 (even on ties; lanes past d give 0): the s8
+// elements of a query quantized against its absmax (inv = 127 / max|q|).
+inline __m512i quantize_query16(const float* q, std::size_t d, std::size_t j, __m512 inv) {
+  return _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes_below(d, j), q + j), inv));
+}
+
 // Packs q[0, d) (already × 1/√d) into `out`, zero-padded to the segment grid.
 template <KvDtype D>
 void pack_query(const float* q, const DotGeometry<D>& geo, DotQuery& out) {
@@ -51,20 +66,14 @@ void pack_query(const float* q, const DotGeometry<D>& geo, DotQuery& out) {
   // (perf: 10% of AMX prefill).
   std::memset(bytes, 0, geo.segments * 64);
   if constexpr (D == KvDtype::int8) {
-    __m512 vmax = _mm512_setzero_ps();
-    for (std::size_t j = 0; j < geo.d; j += 16) {
-      vmax =
-          _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j)));
-    }
-    const float amax = _mm512_reduce_max_ps(vmax);
+    const float amax = query_absmax(q, geo.d);
     out.scale = amax / 127.0f;
     out.offset = 0;
     if (amax == 0.0f) return;  // all-zero query: every score 0, q8 = 0
     const __m512 inv = _mm512_set1_ps(127.0f / amax);
     __m512i vsum = _mm512_setzero_si512();
     for (std::size_t j = 0; j < geo.d; j += 16) {  // lanes past d load 0 and store 0
-      const __m512 x = _mm512_maskz_loadu_ps(lanes_below(geo.d, j), q + j);
-      const __m512i q8 = _mm512_cvtps_epi32(_mm512_mul_ps(x, inv));  // round to nearest even
+      const __m512i q8 = quantize_query16(q, geo.d, j, inv);
       vsum = _mm512_add_epi32(vsum, q8);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(bytes + j), _mm512_cvtsepi32_epi8(q8));
     }
