@@ -58,6 +58,9 @@ struct DecodeScratch {
   Scratch<A, QueryState*> active;
   Scratch<A, std::size_t> rows;
   float *q, *acc, *s, *p, *k_tile, *v_tile, *k_scale, *v_scale;
+  // The rows read after a run() call's range when they are not its continuation (a paged
+  // cache read page by page: the next head's rows of the page), prefetched by its last block.
+  NextBlock after_range;
 
   DecodeScratch(std::size_t g, std::size_t dp, bool tiles)
       : floats(2 * g * dp + 2 * g * kKeyBlock + 2 * kKeyBlock + (tiles ? 2 * kKeyBlock * dp : 0)),
@@ -105,7 +108,8 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
     }
     const auto* k = reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0));
     const auto* v = reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0));
-    const NextBlock next(kv, kvh, b0, nb, t1, kKeyBlock);
+    const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range);
+    if (kv.paged()) next.prefetch_scales();
     const std::size_t n_next = next.rows;
     const auto* k_next = reinterpret_cast<const elem_t<D>*>(next.k);
     const auto* v_next = reinterpret_cast<const elem_t<D>*>(next.v);
@@ -170,6 +174,13 @@ template <class Runner>
 inline constexpr bool kRunsPageByPage = false;
 template <class A, KvDtype D>
 inline constexpr bool kRunsPageByPage<KeyRunner<A, D, ComputeUnit::fp32_fma>> = true;
+// Runners with run_paged(kv, kvh0, heads, t0, t1, st, g) read the pages themselves (their
+// per-call setup hoisted out of the page loop); decode_with calls run() page by page for the
+// others.
+template <class Runner>
+inline constexpr bool kPagesItself = requires(Runner& r, const KvView& kv, QueryState* st) {
+  r.run_paged(kv, std::size_t{}, std::size_t{}, std::size_t{}, std::size_t{}, st, std::size_t{});
+};
 
 // Decode: p.n_queries == 1 at position p.first_pos; keys [0, first_pos] of every kv head.
 // out, q: [n_heads × head_dim]. Threads over (kv head, chunk) items, then over heads to merge.
@@ -196,7 +207,10 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const bool by_page = kRunsPageByPage<Runner> && kv.paged() && kv.n_kv_heads > 1;
   const std::size_t heads_per_item = by_page ? kv.n_kv_heads : 1;
-  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads, kMinChunkKeys<Runner>);
+  // Page by page an item holds every head, so chunks may be short: 16 items rather than 7 at
+  // 2,000 tokens keep 2 threads evenly loaded.
+  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads,
+                           by_page ? kKeyBlock : kMinChunkKeys<Runner>);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
@@ -207,7 +221,8 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(g * heads_per_item, dp, !direct);
-    auto runner = make_runner(d, g);
+    // A runner that pages itself keeps every head's queries of an item at once.
+    auto runner = make_runner(d, kPagesItself<Runner> ? g * heads_per_item : g);
     QueryState* st = ws.states.get();
 #pragma omp for schedule(dynamic)
     for (long item = 0; item < static_cast<long>(n_items); ++item) {
@@ -221,13 +236,19 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
         load_scaled_query<A>(p.q + (kvh0 * g + h) * d, d, dp, scale, st[h].q);
         for (std::size_t j = 0; j < dp; ++j) st[h].acc[j] = 0.0f;
       }
-      if (by_page) {
+      if constexpr (kPagesItself<Runner>) {
+        if (by_page) runner.run_paged(kv, kvh0, heads_per_item, t0, t1, st, g);
+      } else if (by_page) {
         for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
           nb = kv.block_rows(b0, t1, kv.page_tokens);  // the rest of b0's page
-          for (std::size_t i = 0; i < heads_per_item; ++i)
+          for (std::size_t i = 0; i < heads_per_item; ++i) {
+            ws.after_range = page_read_next(kv, kvh0, heads_per_item, i, b0, nb, t1);
             runner.run(kv, kvh0 + i, b0, b0 + nb, st + i * g, g, nv, direct, ws);
+          }
         }
-      } else {
+        ws.after_range = NextBlock{};
+      }
+      if (!by_page) {
         runner.run(kv, kvh0, t0, t1, st, g, nv, direct, ws);
       }
       for (std::size_t h = 0; h < g * heads_per_item; ++h) {

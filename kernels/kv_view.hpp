@@ -1,5 +1,6 @@
 #pragma once
 // A read-only view of one layer's KV cache, as the attention kernels see it.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -47,13 +48,22 @@ struct KvView {
   std::size_t v_row_bytes() const { return kv_row_bytes(v_dtype, head_dim); }
   const std::byte* k_row(std::size_t kv_head, std::size_t pos) const {
     if (!paged()) return k + kv_head * k_head_stride_bytes + pos * k_row_bytes();
-    return pages[pos / page_tokens] + kv_head * k_head_stride_bytes +
-           pos % page_tokens * k_row_bytes();
+    return pages[page_of(pos)] + kv_head * k_head_stride_bytes + row_in_page(pos) * k_row_bytes();
   }
   const std::byte* v_row(std::size_t kv_head, std::size_t pos) const {
     if (!paged()) return v + kv_head * v_head_stride_bytes + pos * v_row_bytes();
-    return pages[pos / page_tokens] + v_offset + kv_head * v_head_stride_bytes +
-           pos % page_tokens * v_row_bytes();
+    return pages[page_of(pos)] + v_offset + kv_head * v_head_stride_bytes +
+           row_in_page(pos) * v_row_bytes();
+  }
+  // Paged: the page of position pos, and its row there. Pages of a power of two tokens (all
+  // that serving engines use) take a shift and a mask: a division here ran several times per
+  // block and cost MHA decode over pages of 16 a fifth of its time (Intel Xeon, int8).
+  std::size_t page_of(std::size_t pos) const {
+    return std::has_single_bit(page_tokens) ? pos >> std::countr_zero(page_tokens)
+                                            : pos / page_tokens;
+  }
+  std::size_t row_in_page(std::size_t pos) const {
+    return std::has_single_bit(page_tokens) ? pos & (page_tokens - 1) : pos % page_tokens;
   }
   // The per-row scales of kv head kv_head from pos on, contiguous up to block_rows(pos, …);
   // nullptr for a type without them.
@@ -82,7 +92,7 @@ struct KvView {
     if (b0 >= end) return 0;
     std::size_t n = end - b0 < max_rows ? end - b0 : max_rows;
     if (paged()) {
-      const std::size_t to_page_end = page_tokens - b0 % page_tokens;
+      const std::size_t to_page_end = page_tokens - row_in_page(b0);
       if (to_page_end < n) n = to_page_end;
     }
     return n;
@@ -90,8 +100,8 @@ struct KvView {
 
  private:
   const float* page_scales(std::size_t offset, std::size_t kv_head, std::size_t pos) const {
-    return reinterpret_cast<const float*>(pages[pos / page_tokens] + offset) +
-           kv_head * page_tokens + pos % page_tokens;
+    return reinterpret_cast<const float*>(pages[page_of(pos)] + offset) + kv_head * page_tokens +
+           row_in_page(pos);
   }
 };
 

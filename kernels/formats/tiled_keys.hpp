@@ -74,7 +74,8 @@ class TiledKeys {
     const std::size_t d = kv.head_dim;
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.block_rows(b0, t1, kKeyBlock);
-      const NextBlock next(kv, kvh, b0, nb, t1, kKeyBlock);
+      const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range);
+      if (kv.paged()) next.prefetch_scales();
       widen_k_(kv.k_row(kvh, b0), d, nb, nv, ws.k_tile, next.k, next.rows);
       widen_v_(kv.v_row(kvh, b0), d, nb, nv, ws.v_tile, next.v, next.rows);
       const KeyBlock<KvDtype::f32> blk{ws.k_tile,

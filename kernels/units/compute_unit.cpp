@@ -88,7 +88,7 @@ bool cpu_has(ComputeUnit unit) {
 }
 
 ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
-                                   std::size_t head_dim, std::size_t page_tokens) {
+                                   std::size_t head_dim) {
   if (mode == ComputeMode::exact || isa != Isa::avx512 || !types.same()) {
     return ComputeUnit::fp32_fma;
   }
@@ -105,9 +105,7 @@ ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std
   if (dtype == KvDtype::int4 && cpu_has(ComputeUnit::vnni_int8)) {
     return ComputeUnit::vnni_int8;
   }
-  const bool short_pages = page_tokens > 0 && page_tokens < 64;
-  if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8) &&
-      (sharing >= kVnniMinSharing || !short_pages)) {
+  if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8)) {
     return ComputeUnit::vnni_int8;
   }
   if (dtype == KvDtype::bf16 && sharing >= kBf16DotMinSharing &&

@@ -58,13 +58,12 @@ inline constexpr std::size_t kBf16DotMinSharing = 8;
 // that times the query rows). AMX first where the CPU has it, then the dot units. bf16 dot products
 // are used only where a one-time probe measures them faster than f32 FMAs (on some Intel cores
 // vdpbf16ps runs at half the FMA rate). Keys and values of different types run exact (fp32-fma):
-// each unit serves one type. page_tokens: the paged layout's page (0: contiguous). int8 read by
-// fewer than kVnniMinSharing queries on pages shorter than a 64-key block stays on fp32-fma,
-// whose kernel reads such pages a page at a time for all kv heads; the VNNI row kernel reads a
-// head at a time, 2 KiB pieces apart (measured on the Intel Xeon with AMX, MHA at 32,768
-// tokens, pages of 16: 23.9 ms on VNNI against 16.5 on fp32-fma; pages of 64: 13.4 against 14.4).
+// each unit serves one type. A paged cache takes the same unit: the dot units read it page by
+// page as the fp32-fma kernels do (DotUnitKeys::run_paged; measured on the Intel Xeon with
+// AMX, MHA int8 at 32,768 tokens over pages of 16: 11.0 ms on VNNI against 12.3 on fp32-fma,
+// 9.0 contiguous).
 ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
-                                   std::size_t head_dim, std::size_t page_tokens = 0);
+                                   std::size_t head_dim);
 
 // Runs `iterations` rounds of independent dot-product chains of `unit` on each of `threads`
 // threads; returns the operations done, 2 per multiply-add (as fma_burn counts FLOPs).

@@ -364,6 +364,10 @@ struct DotUnitRunner : DotUnitKeys<A, D> {
   std::optional<DotHeadsInLanes<A, D>> lanes;
 };
 template <class A>
+inline constexpr bool kRunsPageByPage<KeyRunner<A, KvDtype::int8, ComputeUnit::vnni_int8>> = true;
+template <class A>
+inline constexpr bool kRunsPageByPage<KeyRunner<A, KvDtype::bf16, ComputeUnit::avx512_bf16>> = true;
+template <class A>
 struct KeyRunner<A, KvDtype::int8, ComputeUnit::vnni_int8> : DotUnitRunner<A, KvDtype::int8> {
   using DotUnitRunner<A, KvDtype::int8>::DotUnitRunner;
 };

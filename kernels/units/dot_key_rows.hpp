@@ -90,7 +90,11 @@ inline void dot_scores_rows(const DotQuery& q, const std::byte* k, std::size_t n
           acc[reduce16_slot(i)] = dot_u8s8(acc[reduce16_slot(i)], _mm512_xor_si512(key, flip), qs);
         }
       } else {  // a short group of rows or a row's last partial segment (its tail reads 0 × q8)
-        for (std::size_t i = 0; i < rows; ++i) {
+                // Unrolled as the full case: an acc index known only at run time would keep all 16
+                // accumulators in memory, a store and reload around every vpdpbusd of both cases.
+#pragma GCC unroll 16
+        for (std::size_t i = 0; i < 16; ++i) {
+          if (i >= rows) continue;
           pf.next();
           const __m512i key = load_segment(k + (t0 + i) * geo.row_bytes, geo.row_bytes, seg);
           acc[reduce16_slot(i)] = dot_u8s8(acc[reduce16_slot(i)], _mm512_xor_si512(key, flip), qs);

@@ -146,7 +146,10 @@ inline void softmax_block(QueryState& q, const float* s, std::size_t n, float* a
   const __m512 m = _mm512_set1_ps(q.m);
   __m512 sum = _mm512_setzero_ps();
   for (int k = 0; k < 4; ++k) {
-    x[k] = exp_nonpositive(_mm512_sub_ps(x[k], m), lanes_below(n, 16 * k));
+    // Vectors wholly past n weigh 0 without an exp (a block of a page of 16 keys has one).
+    x[k] = 16 * static_cast<std::size_t>(k) < n
+               ? exp_nonpositive(_mm512_sub_ps(x[k], m), lanes_below(n, 16 * k))
+               : _mm512_setzero_ps();
     sum = _mm512_add_ps(sum, x[k]);
   }
   q.l += _mm512_reduce_add_ps(sum);
@@ -270,19 +273,37 @@ class DotUnitKeys {
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t /*nv*/, bool /*direct*/,
            const DecodeScratch<A>& /*unused*/) {
-    // int8 keys of fewer than kVnniMinSharing queries are read in place, row by row
-    // (dot_key_rows.hpp): for so few queries the transpose costs more than it saves.
-    const bool in_place = D == KvDtype::int8 && count < kVnniMinSharing;
-    DotQuery* queries = queries_.get();
-    float* k_scale_pad = floats_.get();
-    float* v_scale_pad = k_scale_pad + kDotBlock;
-    float* w_scale = v_scale_pad + kDotBlock;
+    begin(st, count, 0);
+    keys(kv, kvh, t0, t1, st, count, 0, NextBlock{});
+    end(st, count, 0);
+  }
 
-    // Queries into the unit's format; accumulators into tile order.
+  // A paged cache page by page (decode_with): the states of kv heads [kvh0, kvh0 + heads), g
+  // per head (st[i·g …]), over keys [t0, t1), each page's heads in turn. The queries are
+  // packed and the accumulators kept in tile order once for the whole range, not per page.
+  // Needs max_queries ≥ heads · g.
+  void run_paged(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
+                 std::size_t t1, QueryState* st, std::size_t g) {
+    begin(st, heads * g, 0);
+    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+      nb = kv.block_rows(b0, t1, kv.page_tokens);  // the rest of b0's page
+      for (std::size_t i = 0; i < heads; ++i) {
+        keys(kv, kvh0 + i, b0, b0 + nb, st + i * g, g, i * g,
+             page_read_next(kv, kvh0, heads, i, b0, nb, t1));
+      }
+    }
+    end(st, heads * g, 0);
+  }
+
+ private:
+  // States st[0, count) into slots [first, first + count): queries into the unit's format,
+  // accumulators into tile order.
+  void begin(const QueryState* st, std::size_t count, std::size_t first) {
+    DotQuery* queries = queries_.get() + first;
     for (std::size_t i = 0; i < count; ++i) {
-      queries[i].groups = q_groups_.get() + i * geo_.segments * 16;
+      queries[i].groups = q_groups_.get() + (first + i) * geo_.segments * 16;
       pack_query<D>(st[i].q, geo_, queries[i]);
-      float* a = acc_.get() + i * lanes_;
+      float* a = acc_.get() + (first + i) * lanes_;
       for (std::size_t v = 0; v < geo_.acc_vectors; ++v) {
         for (std::size_t lane = 0; lane < 16; ++lane) {
           const std::size_t j = geo_.natural(v, lane);
@@ -290,6 +311,32 @@ class DotUnitKeys {
         }
       }
     }
+  }
+
+  // The accumulators of slots [first, first + count) back to natural order in st[0, count).
+  void end(QueryState* st, std::size_t count, std::size_t first) const {
+    for (std::size_t i = 0; i < count; ++i) {
+      const float* a = acc_.get() + (first + i) * lanes_;
+      for (std::size_t v = 0; v < geo_.acc_vectors; ++v) {
+        for (std::size_t lane = 0; lane < 16; ++lane) {
+          const std::size_t j = geo_.natural(v, lane);
+          if (j < geo_.d) st[i].acc[j] = a[v * 16 + lane];
+        }
+      }
+    }
+  }
+
+  // States st[0, count) in slots [first, first + count) over keys [t0, t1) of kv head kvh;
+  // after_range: the rows read next, prefetched by the last block.
+  void keys(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+            std::size_t count, std::size_t first, const NextBlock& after_range) {
+    // int8 keys of fewer than kVnniMinSharing queries are read in place, row by row
+    // (dot_key_rows.hpp): for so few queries the transpose costs more than it saves.
+    const bool in_place = D == KvDtype::int8 && count < kVnniMinSharing;
+    DotQuery* queries = queries_.get() + first;
+    float* k_scale_pad = floats_.get();
+    float* v_scale_pad = k_scale_pad + kDotBlock;
+    float* w_scale = v_scale_pad + kDotBlock;
 
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.block_rows(b0, t1, kDotBlock);
@@ -301,12 +348,13 @@ class DotUnitKeys {
         n_.get()[n_live] = rows;
         live_q_.get()[n_live] = &queries[i];
         s_rows_.get()[n_live] = s_.get() + n_live * kDotBlock;
-        acc_rows_.get()[n_live] = acc_.get() + i * lanes_;
+        acc_rows_.get()[n_live] = acc_.get() + (first + i) * lanes_;
         ++n_live;
         n_max = rows > n_max ? rows : n_max;
       }
       if (n_live == 0) continue;
-      const NextBlock next(kv, kvh, b0, nb, t1, kDotBlock);
+      const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kDotBlock, after_range);
+      if (kv.paged()) next.prefetch_scales();
       const float* k_scale = nullptr;
       const float* v_scale = nullptr;
       if constexpr (D == KvDtype::int8) {
@@ -347,20 +395,8 @@ class DotUnitKeys {
                          geo_.acc_vectors, n_groups);
       }
     }
-
-    // Accumulators back to natural order.
-    for (std::size_t i = 0; i < count; ++i) {
-      const float* a = acc_.get() + i * lanes_;
-      for (std::size_t v = 0; v < geo_.acc_vectors; ++v) {
-        for (std::size_t lane = 0; lane < 16; ++lane) {
-          const std::size_t j = geo_.natural(v, lane);
-          if (j < geo_.d) st[i].acc[j] = a[v * 16 + lane];
-        }
-      }
-    }
   }
 
- private:
   DotGeometry<D> geo_;
   std::size_t lanes_;  // accumulator lanes per query (head_dim padded to whole segments)
   Scratch<A, std::int32_t> kt_, vt_, q_groups_, weights_;

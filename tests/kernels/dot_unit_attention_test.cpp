@@ -181,9 +181,12 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Over a paged cache the units read each page's rows and scales through the table: pages of
-// 64 tokens keep the 64-key blocks, so every bit equals the contiguous layout; pages of 16
-// cut a block every 16 keys, which moves the int8 weights' block scale, so the result is held
-// to check 1's bound against the reference on the same rounded query.
+// 64 tokens keep the 64-key blocks, so every bit equals the contiguous layout where the unit
+// reads a head at a time (AMX, or one kv head). VNNI and AVX512-BF16 read several kv heads
+// page by page, all heads of a page in turn, in chunks of their own: a chunk's running maximum
+// then differs, and with it the rounding of its weights to u8 or bf16. Those, and pages of 16,
+// which cut a block every 16 keys and move the int8 weights' block scale, are held to check
+// 1's bound against the reference on the same rounded query.
 void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
   const std::size_t n_kv = group == 32 ? 1 : 2;
   unsigned seed = 300;
@@ -205,7 +208,9 @@ void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
       AttentionProblem p = rp.problem(out.data());
       p.kv = paged.view();
       simd::attend_dot_unit(p, unit, 2);
-      if (page_tokens == 64) {
+      const bool by_page =
+          n_kv > 1 && (unit == ComputeUnit::vnni_int8 || unit == ComputeUnit::avx512_bf16);
+      if (page_tokens == 64 && !by_page) {
         EXPECT_EQ(0, std::memcmp(out.data(), flat.data(), out.size() * sizeof(float)))
             << "paged differs from contiguous by " << max_abs_diff(out, flat);
       }
@@ -359,14 +364,6 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 1));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 2));
   for (std::size_t sharing : {1, 4, 32, 64}) EXPECT_EQ(vnni, unit_for(KvDtype::int4, sharing));
-  // Pages shorter than a key block: the row kernel would read one head's 2 KiB pieces apart.
-  const auto paged = [](std::size_t sharing, std::size_t page_tokens) {
-    return attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, sharing, 128,
-                                  page_tokens);
-  };
-  EXPECT_EQ(ComputeUnit::fp32_fma, paged(1, 16));
-  EXPECT_EQ(vnni, paged(1, 64));
-  EXPECT_EQ(vnni, paged(4, 16));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 1));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 4));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 4));
