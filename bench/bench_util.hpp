@@ -115,6 +115,7 @@ inline std::vector<ComputeUnit> units_for(KvDtype dtype) {
   if (dtype == KvDtype::int4) return {ComputeUnit::vnni_int8};
   if (dtype == KvDtype::int8) return {ComputeUnit::vnni_int8, ComputeUnit::amx_int8};
   if (dtype == KvDtype::bf16) return {ComputeUnit::avx512_bf16, ComputeUnit::amx_bf16};
+  if (dtype == KvDtype::f16) return {ComputeUnit::amx_bf16};  // as hi and lo bf16 parts
   return {};
 }
 

@@ -54,7 +54,8 @@ KVSCOPE_INT4_DOT_KERNELS(extern)
 // The AMX units: int8 on AMX-INT8, bf16 on AMX-BF16 (kernels/arch/avx512_amx.cpp).
 #define KVSCOPE_AMX_KERNELS(PREFIX)                                \
   KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_amx, int8, amx_int8) \
-  KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_amx, bf16, amx_bf16)
+  KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_amx, bf16, amx_bf16) \
+  KVSCOPE_ATTENTION_KERNELS_ON(PREFIX, avx512_amx, f16, amx_bf16)
 
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, xsimd::avx512bw)
 KVSCOPE_ATTENTION_KERNELS_ALL_DTYPES(extern, avx2_fma)
@@ -144,8 +145,8 @@ void attend_arch(const AttentionProblem& p, int threads) {
 }
 
 // One attention call on a dot or matrix unit (the cache's dtype is the unit's: int8 or int4
-// for vnni-int8, int8 for amx-int8, bf16 for avx512-bf16 and amx-bf16). The caller checks the
-// CPU has the unit.
+// for vnni-int8, int8 for amx-int8, bf16 for avx512-bf16, bf16 or f16 for amx-bf16). The
+// caller checks the CPU has the unit.
 inline void attend_dot_unit(const AttentionProblem& p, ComputeUnit unit, int threads) {
   if (p.n_queries == 0) return;
   if (threads < 1) threads = 1;
@@ -157,6 +158,10 @@ inline void attend_dot_unit(const AttentionProblem& p, ComputeUnit unit, int thr
   if (unit == ComputeUnit::amx_int8) {
     return decode ? attend_decode<avx512_amx, KvDtype::int8, ComputeUnit::amx_int8>(p, threads)
                   : attend_prefill<avx512_amx, KvDtype::int8, ComputeUnit::amx_int8>(p, threads);
+  }
+  if (unit == ComputeUnit::amx_bf16 && p.kv.k_dtype == KvDtype::f16) {
+    return decode ? attend_decode<avx512_amx, KvDtype::f16, ComputeUnit::amx_bf16>(p, threads)
+                  : attend_prefill<avx512_amx, KvDtype::f16, ComputeUnit::amx_bf16>(p, threads);
   }
   if (unit == ComputeUnit::amx_bf16) {
     return decode ? attend_decode<avx512_amx, KvDtype::bf16, ComputeUnit::amx_bf16>(p, threads)

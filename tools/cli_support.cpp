@@ -114,7 +114,8 @@ void ComputeFlags::add_to(CLI::App& app) {
   app.add_option("--isa", isa, "scalar | sse2 | avx2 | avx512 (default: $KVSCOPE_ISA or the best)");
   app.add_option("--compute", compute,
                  "exact (widen every element to f32) | fast (int8 on AMX or VNNI, int4 on "
-                 "VNNI, bf16 on AMX or AVX512-BF16 where the CPU has them)")
+                 "VNNI, bf16 on AMX or AVX512-BF16, f16 on AMX as two bf16 parts, where the CPU "
+                 "has them)")
       ->capture_default_str();
 }
 

@@ -212,7 +212,8 @@ void add_run_command(CLI::App& app, OnParsed then) {
                   "scalar, sse2, avx2 or avx512 (default: $KVSCOPE_ISA, else the best)");
   cmd->add_option("--compute", options->compute,
                   "exact (widen every element to f32) | fast (int8 on AMX or VNNI, int4 "
-                  "on VNNI, bf16 on AMX or AVX512-BF16 where the CPU has them)")
+                  "on VNNI, bf16 on AMX or AVX512-BF16, f16 on AMX as two bf16 parts, where the "
+                  "CPU has them)")
       ->capture_default_str();
   cmd->callback([options, then] {
     const RunChoices choices = run_choices(*options);

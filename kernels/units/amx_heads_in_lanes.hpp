@@ -1,14 +1,16 @@
 #pragma once
 // Attention of many query vectors over one kv head's key range on AMX tiles: int8 caches on
-// AMX-INT8, bf16 caches on AMX-BF16. The runner of ComputeUnit::amx_int8 and amx_bf16 (MQA,
-// GQA decode, prefill tiles). Include only from kernels/arch/avx512_amx.cpp.
+// AMX-INT8, bf16 caches on AMX-BF16, f16 caches on AMX-BF16 as hi and lo bf16 parts
+// (amx_f16_split.hpp). The runner of ComputeUnit::amx_int8 and amx_bf16 (MQA, GQA decode,
+// prefill tiles). Include only from kernels/arch/avx512_amx.cpp.
 //
 // Per pass of up to 64 queries (4 chunks of 16, one accumulator tile each) and per block of
 // 64 keys:
 //   scores  Sᵀ[16 keys × 16 queries] = K_chunk · Qᵀ: the A tile is 16 cache rows loaded in
 //           place (row stride = the cache row), the B tile the queries packed once per pass
 //           in 32-bit groups, qᵀ[group][query] (int8: q quantized per query against its
-//           absmax, as the VNNI kernels do; bf16: q rounded). int8 sums are exact in int32
+//           absmax, as the VNNI kernels do; bf16: q rounded; f16: the block's rows and q
+//           split into hi and lo, three products a step). int8 sums are exact in int32
 //           (s8 × s8), then × sq[query] · k_scale[key]. Sᵀ lands with the queries in the
 //           lanes, so the online softmax runs lane-wise as in dot_heads_in_lanes.hpp.
 //   P·V     O[16 queries × 16 columns] += P · V on the tiles (amx_values.hpp): the weights
@@ -27,6 +29,8 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <type_traits>
+#include <variant>
 
 #include "kernels/attention_heads_in_lanes.hpp"
 #include "kernels/units/amx_tiles.hpp"
@@ -37,8 +41,10 @@ namespace kvscope::simd {
 
 template <class A, KvDtype D>
 class AmxHeadsInLanes {
-  static_assert(D == KvDtype::int8 || D == KvDtype::bf16, "AMX serves int8 and bf16 caches");
+  static_assert(D == KvDtype::int8 || D == KvDtype::bf16 || D == KvDtype::f16,
+                "AMX serves int8, bf16 and f16 caches");
   using Values = AmxValues<A, D>;
+  static constexpr bool kSplit = D == KvDtype::f16;
   // Queries per tile, query tiles per pass (accumulators tmm0..3), queries per pass, keys per
   // softmax block: P·V's, so that both halves agree.
   static constexpr std::size_t W = Values::W, kChunks = Values::kChunks, L = Values::L,
@@ -49,7 +55,8 @@ class AmxHeadsInLanes {
   // are not renamed: reusing one tile stalled P·V by a fifth, measured on the Intel Xeon).
 
  public:
-  static bool suits(std::size_t head_dim) { return Geo(head_dim).row_bytes % 4 == 0; }
+  // f16 rows are split into zero-padded copies, so any head_dim suits them.
+  static bool suits(std::size_t head_dim) { return kSplit || Geo(head_dim).row_bytes % 4 == 0; }
 
   explicit AmxHeadsInLanes(std::size_t head_dim)
       : geo_(head_dim),
@@ -58,6 +65,9 @@ class AmxHeadsInLanes {
         tail_bytes_(geo_.row_bytes % 64),
         q_groups_(geo_.segments * 16),
         qt_(geo_.segments * 16 * L),
+        q_lo_groups_(kSplit ? geo_.segments * 16 : 1),
+        qt_lo_(kSplit ? geo_.segments * 16 * L : 1),
+        k_split_(kSplit ? 2 * kBlock * geo_.segments * 16 : 1),
         s_(kBlock * L),
         w_(kBlock * L),
         k_pad_(16 * geo_.row_bytes / 4 + 16),
@@ -104,20 +114,30 @@ class AmxHeadsInLanes {
                 std::size_t lanes) {
     constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ and sᵀ
     std::int32_t* qt = qt_.get();
+    std::int32_t* qt_lo = qt_lo_.get();
     alignas(64) float sq[L], m_io[L], l_io[L], visible[L];
     DotQuery q;
     q.groups = q_groups_.get();
+    std::int32_t* q_lo = q_lo_groups_.get();
     FirstBlockPrefetch first(kv, kvh, t0, t1, kBlock);  // while the queries are packed
     for (std::size_t i = 0; i < QC * W; ++i) {
       for (int x = 0; x < 8; ++x) first.next();
       const bool live = i < lanes;
-      if (live) {
+      if (live && kSplit) {
+        split_query(st[i].q, geo_.d, geo_.segments * 32, reinterpret_cast<std::uint16_t*>(q.groups),
+                    reinterpret_cast<std::uint16_t*>(q_lo));
+        q.scale = 1.0f;
+      } else if (live) {
         pack_query<D>(st[i].q, geo_, q);
       } else {
         std::memset(q.groups, 0, geo_.segments * 64);
+        if (kSplit) std::memset(q_lo, 0, geo_.segments * 64);
         q.scale = 0.0f;
       }
       for (std::size_t g = 0; g < geo_.segments * 16; ++g) qt[g * LQ + i] = q.groups[g];
+      if (kSplit) {
+        for (std::size_t g = 0; g < geo_.segments * 16; ++g) qt_lo[g * LQ + i] = q_lo[g];
+      }
       sq[i] = q.scale;
       // A state that has seen no key yet (m = −inf: every new work item) holds acc = 0.
       values_.load(i, live && st[i].m != -kInf ? st[i].acc : nullptr);
@@ -143,10 +163,15 @@ class AmxHeadsInLanes {
       }
       // The next block's keys (and bf16's values, read in place; int8 interleaves its values
       // and requests them then) over the scores, the softmax and P·V, about as their times.
-      PhasedPrefetcher pf(next.k, D == KvDtype::bf16 ? next.v : nullptr,
+      PhasedPrefetcher pf(next.k, D != KvDtype::int8 ? next.v : nullptr,
                           next.rows * geo_.row_bytes);
-      pf.phase(0.2, (rows + 15) / 16 * (full_steps_ + (tail_bytes_ ? 1 : 0)));
-      scores<QC>(kv.k_row(kvh, b0), rows, pf);
+      if constexpr (kSplit) {
+        pf.phase(0.2, (rows + 15) / 16 * geo_.segments);
+        scores_split<QC>(kv.k_row(kvh, b0), rows, pf);
+      } else {
+        pf.phase(0.2, (rows + 15) / 16 * (full_steps_ + (tail_bytes_ ? 1 : 0)));
+        scores<QC>(kv.k_row(kvh, b0), rows, pf);
+      }
       alignas(64) float correction[L], w_scale[L];
       pf.phase(0.35, QC * rows);
       softmax<QC>(rows, visible, sq, k_scale, v_scale, m, l, correction, w_scale, pf);
@@ -207,6 +232,38 @@ class AmxHeadsInLanes {
                              _mm512_maskz_loadu_epi8(bytes, a + r * row_bytes + ks * 64));
         }
         step.template operator()<6>(ks, tail, 64);
+      }
+      float* s = s_.get() + r0 * LQ;
+      for_tiles<QC>([&](auto c) { tile_store<c>(s + c * W, LQ * 4); });
+    }
+  }
+
+  // f16: the block's key rows [0, rows) split into hi and lo bf16 rows (zero to the next 16),
+  // then sᵀ as scores() computes it, from three products per step: K_hi · q_hi, K_lo · q_hi,
+  // K_hi · q_lo. Tiles: K_hi in 4, K_lo in 6, q_hi in 5, q_lo in 7.
+  template <int QC>
+  void scores_split(const std::byte* k, std::size_t rows, PhasedPrefetcher& pf) {
+    constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ and sᵀ
+    const std::size_t stride = geo_.segments * 64;
+    const std::size_t padded = (rows + 15) / 16 * 16;
+    auto* k_hi = reinterpret_cast<std::byte*>(k_split_.get());
+    std::byte* k_lo = k_hi + kBlock * stride;
+    split_f16_rows(k, geo_.row_bytes, rows, padded, stride, k_hi, k_lo);
+    const std::int32_t* qt = qt_.get();
+    const std::int32_t* qt_lo = qt_lo_.get();
+    for (std::size_t r0 = 0; r0 < rows; r0 += 16) {
+      for_tiles<QC>([](auto c) { tile_zero<c>(); });
+      for (std::size_t ks = 0; ks < geo_.segments; ++ks) {
+        pf.step();
+        tile_load<4>(k_hi + r0 * stride + ks * 64, stride);
+        tile_load<6>(k_lo + r0 * stride + ks * 64, stride);
+        for_tiles<QC>([&](auto c) {
+          tile_load<5>(qt + ks * 16 * LQ + c * W, LQ * 4);
+          tile_load<7>(qt_lo + ks * 16 * LQ + c * W, LQ * 4);
+          tile_dp_bf16<c, 4, 5>();
+          tile_dp_bf16<c, 6, 5>();
+          tile_dp_bf16<c, 4, 7>();
+        });
       }
       float* s = s_.get() + r0 * LQ;
       for_tiles<QC>([&](auto c) { tile_store<c>(s + c * W, LQ * 4); });
@@ -319,6 +376,7 @@ class AmxHeadsInLanes {
   std::size_t tail_bytes_;  // the rest of the row (a multiple of 4)
   TileConfig config_;
   Scratch<A, std::int32_t> q_groups_, qt_;
+  Scratch<A, std::int32_t> q_lo_groups_, qt_lo_, k_split_;  // f16: q's lo parts, K hi then lo
   Scratch<A> s_, w_;  // sᵀ and wᵀ: scores and weights, [key][query]
   Scratch<A, std::int32_t> k_pad_, k_tail_;
   Scratch<A> pads_;
@@ -326,24 +384,26 @@ class AmxHeadsInLanes {
 
 // The AMX units' runner: the tiles where the rows allow, else the dot unit of the same type
 // (VNNI for int8, AVX512-BF16 for bf16), which attention_compute_unit() never names for AMX
-// shapes it cannot serve: the fallback keeps a direct call correct.
+// shapes it cannot serve: the fallback keeps a direct call correct. f16 tiles take any rows.
 template <class A, KvDtype D>
 struct AmxRunner {
+  static constexpr bool kOther = D != KvDtype::f16;
+  using Other = std::conditional_t<kOther, DotUnitRunner<A, D>, std::monostate>;
   // One of the two, made per thread per call: the other's buffers would only be allocated.
   AmxRunner(std::size_t head_dim, std::size_t max_queries) {
     if (AmxHeadsInLanes<A, D>::suits(head_dim)) {
       tiles.emplace(head_dim);
-    } else {
+    } else if constexpr (kOther) {
       other.emplace(head_dim, max_queries);
     }
   }
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
     if (tiles) return tiles->run(kv, kvh, t0, t1, st, count);
-    other->run(kv, kvh, t0, t1, st, count, nv, direct, ws);
+    if constexpr (kOther) other->run(kv, kvh, t0, t1, st, count, nv, direct, ws);
   }
   std::optional<AmxHeadsInLanes<A, D>> tiles;
-  std::optional<DotUnitRunner<A, D>> other;
+  std::optional<Other> other;
 };
 template <class A>
 struct KeyRunner<A, KvDtype::int8, ComputeUnit::amx_int8> : AmxRunner<A, KvDtype::int8> {
@@ -352,6 +412,10 @@ struct KeyRunner<A, KvDtype::int8, ComputeUnit::amx_int8> : AmxRunner<A, KvDtype
 template <class A>
 struct KeyRunner<A, KvDtype::bf16, ComputeUnit::amx_bf16> : AmxRunner<A, KvDtype::bf16> {
   using AmxRunner<A, KvDtype::bf16>::AmxRunner;
+};
+template <class A>
+struct KeyRunner<A, KvDtype::f16, ComputeUnit::amx_bf16> : AmxRunner<A, KvDtype::f16> {
+  using AmxRunner<A, KvDtype::f16>::AmxRunner;
 };
 // Work items of at least 1,024 keys: each packs its queries and loads and stores their
 // accumulator tiles. Measured on the Intel Xeon at 2,000 tokens (2 threads, alternated
@@ -363,6 +427,9 @@ inline constexpr std::size_t kMinChunkKeys<KeyRunner<A, KvDtype::int8, ComputeUn
     1024;
 template <class A>
 inline constexpr std::size_t kMinChunkKeys<KeyRunner<A, KvDtype::bf16, ComputeUnit::amx_bf16>> =
+    1024;
+template <class A>
+inline constexpr std::size_t kMinChunkKeys<KeyRunner<A, KvDtype::f16, ComputeUnit::amx_bf16>> =
     1024;
 
 }  // namespace kvscope::simd

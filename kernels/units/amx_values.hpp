@@ -9,6 +9,8 @@
 //         o ← o · e^(m_old − m) + w_scale · (P · V).
 //   bf16: the value rows read in place as B tiles, against (w, 0) and (0, w) weight pairs
 //         (see weighted_values_in_place); f32 sums straight into o.
+//   f16:  as bf16, over each block's value rows split into hi and lo bf16 rows and weights
+//         split likewise (amx_f16_split.hpp): three products where bf16 takes one.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -16,6 +18,7 @@
 #include <cstring>
 
 #include "kernels/attention_block.hpp"
+#include "kernels/units/amx_f16_split.hpp"
 #include "kernels/units/amx_tiles.hpp"
 #include "kernels/units/dot_unit_attention.hpp"
 
@@ -32,18 +35,22 @@ class AmxValues {
   // rows; bf16, 16 keys against 16 value rows read in place.
   static constexpr std::size_t kStepKeys = D == KvDtype::int8 ? 64 : 16;
   static constexpr std::size_t kSteps = kBlock / kStepKeys;
-  // A tiles per query tile and step: int8 one; bf16 two (the even and the odd columns).
+  // A tiles per query tile and step: int8 one; bf16 two (the even and the odd columns); f16
+  // four (those of the weights' hi and of their lo parts).
   static constexpr std::size_t kParities = D == KvDtype::int8 ? 1 : 2;
+  static constexpr bool kSplit = D == KvDtype::f16;
+  static constexpr std::size_t kWeightTiles = kSplit ? 2 * kParities : kParities;
   using Geo = DotGeometry<D>;
 
   explicit AmxValues(std::size_t head_dim)
       : geo_(head_dim),
         positions_(geo_.acc_vectors * 16),
-        pt_(kChunks * kSteps * kParities * 16 * 16),
+        pt_(kChunks * kSteps * kWeightTiles * 16 * 16),
         vt_(D == KvDtype::int8 ? kBlock / Geo::kValueRows * positions_ : 1),
         ot_(L * positions_),
         ct_(4 * 16 * 16),
         v_pad_(16 * 16),
+        v_split_(kSplit ? 2 * kBlock * geo_.segments * 16 : 1),
         natural_(positions_) {
     for (std::size_t c = 0; c < positions_; ++c) {
       // bf16: column tile 2s + p holds the elements 32s + 2n + p of segment s (n < 16).
@@ -68,7 +75,8 @@ class AmxValues {
   }
 
   // One block: the weights wᵀ of its rows [0, rows) (row stride QC·16; int8 as u8 in int32
-  // slots) times the block's value rows at v, into the accumulators of QC query tiles.
+  // slots) times the block's value rows at v (f16: split into v_split_ first), into the
+  // accumulators of QC query tiles.
   // correction and w_scale per query: see weighted_values. next: the block after it, whose
   // value rows int8 prefetches while interleaving; pf takes its steps here too.
   template <int QC>
@@ -83,6 +91,12 @@ class AmxValues {
       // Rows past the visible ones go in as zeros (their weights are 0).
       interleave_values<D>(v, rows, steps * kStepKeys, geo_, vt_.get(), next.v, next.rows);
       weighted_values<QC>(steps, correction, w_scale);
+    } else if constexpr (kSplit) {
+      auto* hi = reinterpret_cast<std::byte*>(v_split_.get());
+      split_f16_rows(v, geo_.row_bytes, rows, steps * kStepKeys, split_stride(), hi,
+                     hi + kBlock * split_stride());
+      pf.phase(0.35, (QC + 1) / 2 * geo_.segments * steps);
+      weighted_values_split<QC>(steps, correction, pf);
     } else {
       pf.phase(0.35, (QC + 1) / 2 * geo_.segments * steps);
       weighted_values_in_place<QC>(v, rows, steps, correction, pf);
@@ -95,7 +109,7 @@ class AmxValues {
   // move 16 bytes at a time; positions past d are padding (0 in the tiles).
   void copy_groups(float* acc, float* tiles, bool to_tiles) const {
     const std::size_t d = geo_.d;
-    if constexpr (D == KvDtype::bf16) return copy_pairs(acc, tiles, to_tiles);
+    if constexpr (D != KvDtype::int8) return copy_pairs(acc, tiles, to_tiles);
     for (std::size_t c = 0; c < positions_; c += 4) {
       const std::uint32_t j = natural_.get()[c];
       if (j + 4 <= d) {
@@ -116,7 +130,8 @@ class AmxValues {
     }
   }
 
-  // bf16: 32 elements of a segment to or from its two column tiles, even elements first.
+  // bf16 and f16: 32 elements of a segment to or from its two column tiles, even elements
+  // first.
   void copy_pairs(float* acc, float* tiles, bool to_tiles) const {
     const std::size_t d = geo_.d;
     alignas(64) static constexpr std::int32_t kSplit[2][16] = {
@@ -147,6 +162,7 @@ class AmxValues {
   // of wᵀ transposed. int8: pt[chunk][step][query][64 u8]. bf16: pt[chunk][step][parity]
   // [query][16 pairs], each weight rounded to bf16 (nearest even) and paired with a 0 — first
   // (parity 0: the product picks each value pair's even column) or second (parity 1, odd).
+  // f16: pt[chunk][step][part][parity][query][16 pairs], parts hi and lo of each weight.
   // Keys from `rows` to the end of the last step weigh 0.
   template <int QC>
   void transpose_weights(const float* s, std::size_t rows, std::size_t steps,
@@ -163,12 +179,20 @@ class AmxValues {
           r[i] = t < rows ? _mm512_load_si512(s + t * LQ + c * W) : _mm512_setzero_si512();
         }
         transpose16x16_epi32(r);
-        std::uint8_t* tile = pt + (c * kSteps + kb / kPerStep) * kParities * 1024;
+        std::uint8_t* tile = pt + (c * kSteps + kb / kPerStep) * kWeightTiles * 1024;
         for (std::size_t i = 0; i < 16; ++i) {
           if constexpr (D == KvDtype::int8) {
             const std::size_t at = kb % kPerStep * 16;  // this block's bytes in a row
             _mm_store_si128(reinterpret_cast<__m128i*>(tile + i * 64 + at),
                             _mm512_cvtepi32_epi8(r[i]));
+          } else if constexpr (kSplit) {
+            __m256i hi, lo;
+            split_bf16(_mm512_castsi512_ps(r[i]), hi, lo);
+            const __m512i even = _mm512_cvtepu16_epi32(hi), even_lo = _mm512_cvtepu16_epi32(lo);
+            _mm512_store_si512(tile + i * 64, even);
+            _mm512_store_si512(tile + 1024 + i * 64, _mm512_slli_epi32(even, 16));
+            _mm512_store_si512(tile + 2048 + i * 64, even_lo);
+            _mm512_store_si512(tile + 3072 + i * 64, _mm512_slli_epi32(even_lo, 16));
           } else {
             const __m512i even =
                 _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(r[i])));
@@ -235,7 +259,7 @@ class AmxValues {
       }
       tile_load<TB>(b, stride);
       for_tiles<QT>([&](auto q) {
-        const std::uint8_t* a = pt + ((c0 / W + q) * kSteps + ks) * 2 * 1024;
+        const std::uint8_t* a = pt + ((c0 / W + q) * kSteps + ks) * kWeightTiles * 1024;
         tile_load<4>(a, 64);
         tile_dp_bf16<q, 4, TB>();
         tile_load<6>(a + 1024, 64);
@@ -252,6 +276,65 @@ class AmxValues {
       if (t % 2 < QT) tile_store<t>(acc(t % 2, t / 2), o_stride);
     });
   }
+
+  // f16: o ← o · correction + Σ_t w_t · v_t over the block's split value rows (v_split_,
+  // zero-padded to whole steps): per 16 keys and query tile, w_hi · v_hi, w_hi · v_lo and
+  // w_lo · v_hi, each for the even and the odd columns as in value_pairs.
+  template <int QC>
+  void weighted_values_split(std::size_t steps, const float* correction, PhasedPrefetcher& pf) {
+    rescale_rows<QC>(correction);
+    for (std::size_t c0 = 0; c0 < QC * W; c0 += 2 * W) {
+      const bool two = QC * W - c0 > W;
+      for (std::size_t seg = 0; seg < geo_.segments; ++seg) {
+        if (two) {
+          value_pairs_split<2>(steps, c0, seg, pf);
+        } else {
+          value_pairs_split<1>(steps, c0, seg, pf);
+        }
+      }
+    }
+  }
+
+  template <int QT>
+  void value_pairs_split(std::size_t steps, std::size_t c0, std::size_t seg, PhasedPrefetcher& pf) {
+    const auto* pt = reinterpret_cast<const std::uint8_t*>(pt_.get());
+    const auto* v_hi = reinterpret_cast<const std::byte*>(v_split_.get());
+    const std::byte* v_lo = v_hi + kBlock * split_stride();
+    float* ot = ot_.get();
+    const std::size_t o_stride = positions_ * 4, stride = split_stride();
+    // Tile (q, p) in tmm(2p + q): query tile c0/16 + q, columns of parity p; values hi in 5,
+    // lo in 7; weights in 4 and 6.
+    const auto acc = [&](int q, int p) {
+      return ot + (c0 + q * W) * positions_ + (2 * seg + p) * 16;
+    };
+    for_tiles<4>([&](auto t) {
+      if (t % 2 < QT) tile_load<t>(acc(t % 2, t / 2), o_stride);
+    });
+    for (std::size_t ks = 0; ks < steps; ++ks) {
+      pf.step();
+      tile_load<5>(v_hi + ks * 16 * stride + seg * 64, stride);
+      tile_load<7>(v_lo + ks * 16 * stride + seg * 64, stride);
+      for_tiles<QT>([&](auto q) {
+        const std::uint8_t* a = pt + ((c0 / W + q) * kSteps + ks) * kWeightTiles * 1024;
+        tile_load<4>(a, 64);  // w_hi, even columns
+        tile_dp_bf16<q, 4, 5>();
+        tile_dp_bf16<q, 4, 7>();
+        tile_load<6>(a + 1024, 64);  // w_hi, odd
+        tile_dp_bf16<q + 2, 6, 5>();
+        tile_dp_bf16<q + 2, 6, 7>();
+        tile_load<4>(a + 2048, 64);  // w_lo, even
+        tile_dp_bf16<q, 4, 5>();
+        tile_load<6>(a + 3072, 64);  // w_lo, odd
+        tile_dp_bf16<q + 2, 6, 5>();
+      });
+    }
+    for_tiles<4>([&](auto t) {
+      if (t % 2 < QT) tile_store<t>(acc(t % 2, t / 2), o_stride);
+    });
+  }
+
+  // Bytes between the split value rows: whole 64-byte steps.
+  std::size_t split_stride() const { return geo_.segments * 64; }
 
   // o rows × their correction where the row's maximum moved (bf16: sums go straight into o).
   template <int QC>
@@ -333,6 +416,7 @@ class AmxValues {
   Scratch<A, std::int32_t> pt_, vt_;
   Scratch<A> ot_, ct_;
   Scratch<A, std::int32_t> v_pad_;
+  Scratch<A, std::int32_t> v_split_;   // f16: a block's value rows, hi then lo parts
   Scratch<A, std::uint32_t> natural_;  // the element of each accumulator position (≥ d: pad)
 };
 

@@ -102,6 +102,10 @@ ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std
       cpu_has(ComputeUnit::amx_bf16)) {
     return ComputeUnit::amx_bf16;
   }
+  // f16 on AMX-BF16 as hi and lo bf16 parts (amx_f16_split.hpp): any head_dim.
+  if (dtype == KvDtype::f16 && sharing >= kAmxMinSharing && cpu_has(ComputeUnit::amx_bf16)) {
+    return ComputeUnit::amx_bf16;
+  }
   if (dtype == KvDtype::int4 && cpu_has(ComputeUnit::vnni_int8)) {
     return ComputeUnit::vnni_int8;
   }

@@ -59,9 +59,21 @@ std::string feature_of(ComputeUnit unit) {
   }
 }
 
+// f16 caches on AMX-BF16 are split into hi and lo bf16 parts (amx_f16_split.hpp): the query
+// and the weights keep 16 of their bits, the cache all of its, and only lo · lo products are
+// dropped, so check 1 compares against the reference on the unrounded query.
+bool split_f16(KvDtype dtype) { return dtype == KvDtype::f16; }
+
 // The largest change of an output by the rounding of the weights, in units of max|v| (see
 // check 1 above): int8 weights (VNNI, AMX) two of their steps, bf16 weights one rounding.
-double weight_step(ComputeUnit unit) { return int8_unit(unit) ? 2.0 / 254 : 0x1p-9; }
+// Split f16: each score and weight is off by about 2^-16 of its terms (the query's and the
+// weight's 16 kept bits, the dropped lo · lo), so a weight moves by ~2^-16 · |score|: held to
+// 2^-15, for the scores of a few units here (measured ≤ 7.4e-6 of max|v|; a fiftieth of an
+// f16 rounding step, 2^-11).
+double weight_step(ComputeUnit unit, KvDtype dtype) {
+  if (split_f16(dtype)) return 0x1p-15;
+  return int8_unit(unit) ? 2.0 / 254 : 0x1p-9;
+}
 
 struct Case {
   std::size_t head_dim, first_pos, n_queries;
@@ -85,7 +97,9 @@ std::vector<Case> cases(std::initializer_list<std::size_t> head_dims) {
 
 // q rounded as the unit rounds it (after the 1/√d scale, as the kernels fold it), then
 // scaled back by √d so that the reference's own 1/√d lands on the rounded values.
-void round_query_as_unit(ComputeUnit unit, std::vector<float>& q, std::size_t head_dim) {
+void round_query_as_unit(ComputeUnit unit, KvDtype dtype, std::vector<float>& q,
+                         std::size_t head_dim) {
+  if (split_f16(dtype)) return;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float unscale = std::sqrt(static_cast<float>(head_dim));
   for (std::size_t h0 = 0; h0 < q.size(); h0 += head_dim) {
@@ -125,7 +139,7 @@ void check_unit(ComputeUnit unit, std::size_t group, Data data, const std::vecto
                            data);
     RandomProblem rounded_q(n_heads, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed++,
                             1.0f, data);
-    round_query_as_unit(unit, rounded_q.q, c.head_dim);
+    round_query_as_unit(unit, dtype, rounded_q.q, c.head_dim);
     std::vector<float> want(rp.out_size()), exact(rp.out_size()), fast(rp.out_size()),
         fast2(rp.out_size(), -1.0f), fast3(rp.out_size(), -2.0f), same_q(rp.out_size());
     attend_ref(truth.problem(want.data()), 2);
@@ -137,7 +151,7 @@ void check_unit(ComputeUnit unit, std::size_t group, Data data, const std::vecto
     float max_v = 0.0f;  // largest stored value, as the reference reads it
     for (float x : rp.v) max_v = std::max(max_v, std::fabs(x));
     const double kernel_error = max_abs_diff(fast, same_q);
-    EXPECT_LE(kernel_error, weight_step(unit) * max_v + 1e-6 * max_abs(want));
+    EXPECT_LE(kernel_error, weight_step(unit, dtype) * max_v + 1e-6 * max_abs(want));
     worst_kernel = std::max(worst_kernel, kernel_error / max_v);
     const double format_error = max_abs_diff(exact, want);
     const double fast_error = max_abs_diff(fast, want);
@@ -197,7 +211,7 @@ void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
                            1.0f, Data::ragged);
     RandomProblem rounded_q(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed++,
                             1.0f, Data::ragged);
-    round_query_as_unit(unit, rounded_q.q, c.head_dim);
+    round_query_as_unit(unit, dtype, rounded_q.q, c.head_dim);
     std::vector<float> flat(rp.out_size()), same_q(rp.out_size());
     simd::attend_dot_unit(rp.problem(flat.data()), unit, 2);
     attend_ref(rounded_q.problem(same_q.data()), 2);
@@ -215,7 +229,7 @@ void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
             << "paged differs from contiguous by " << max_abs_diff(out, flat);
       }
       EXPECT_LE(max_abs_diff(out, same_q),
-                weight_step(unit) * rp.max_abs_v() + 1e-6 * max_abs(same_q));
+                weight_step(unit, dtype) * rp.max_abs_v() + 1e-6 * max_abs(same_q));
     }
   }
 }
@@ -237,7 +251,7 @@ void check_late_large_scores(ComputeUnit unit, std::size_t group, KvDtype dtype)
                  std::to_string(c.n_queries));
     RandomProblem rp(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 500);
     RandomProblem rounded_q(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 500);
-    round_query_as_unit(unit, rounded_q.q, d);
+    round_query_as_unit(unit, dtype, rounded_q.q, d);
     const std::size_t tokens = c.first_pos + c.n_queries;
     for (std::size_t i = 200 * n_kv * d; i < tokens * n_kv * d; ++i) rp.k[i] *= 100.0f;
     for (RandomProblem* p : {&rp, &rounded_q}) {
@@ -248,8 +262,9 @@ void check_late_large_scores(ComputeUnit unit, std::size_t group, KvDtype dtype)
     std::vector<float> fast(rp.out_size()), same_q(rp.out_size());
     simd::attend_dot_unit(rp.problem(fast.data()), unit, 2);
     attend_ref(rounded_q.problem(same_q.data()), 2);
-    EXPECT_LE(max_abs_diff(fast, same_q),
-              weight_step(unit) * rp.max_abs_v() + 1e-6 * max_abs(same_q));
+    // Split f16's weights move by ~2^-16 of the scores, here up to ~200 (measured 3e-4).
+    const double step = split_f16(dtype) ? 0x1p-16 * 200 : weight_step(unit, dtype);
+    EXPECT_LE(max_abs_diff(fast, same_q), step * rp.max_abs_v() + 1e-6 * max_abs(same_q));
   }
 }
 
@@ -284,6 +299,43 @@ TEST_P(Int4OnVnni, LateLargeScoresKeepTheSoftmaxFinite) {
   if (!cpu_has(ComputeUnit::vnni_int8)) GTEST_SKIP() << "CPU lacks avx512_vnni (or AVX-512)";
   check_late_large_scores(ComputeUnit::vnni_int8, GetParam(), KvDtype::int4);
 }
+
+// f16 caches on AMX-BF16 (amx_f16_split.hpp), from 8 queries per kv head (GQA-4 at 32 heads)
+// to MQA, held to the same checks: head sizes whose rows end inside a 64-byte step or a 4-byte
+// group (24, 40, 70, 80, 136: the split rows are zero-padded copies), pages that cut blocks,
+// and late large scores. The accuracy check's budget is f16's own error: the split adds
+// almost nothing to it (RMS ratio measured 1.00).
+class F16OnAmx : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(F16OnAmx, WithinTwiceTheFormatErrorOfTheExactPath) {
+  if (!cpu_has(ComputeUnit::amx_bf16)) {
+    GTEST_SKIP() << "CPU lacks " << feature_of(ComputeUnit::amx_bf16) << " (or AVX-512)";
+  }
+  const std::size_t group = GetParam();
+  check_unit(ComputeUnit::amx_bf16, group, Data::uniform, cases({24, 40, 70, 128, 136}),
+             KvDtype::f16);
+  check_unit(ComputeUnit::amx_bf16, group, Data::ragged, cases({40, 128}), KvDtype::f16);
+  check_unit(ComputeUnit::amx_bf16, group, Data::outliers, cases({128}), KvDtype::f16);
+}
+
+TEST_P(F16OnAmx, PagedLayoutReadsThroughThePageTable) {
+  if (!cpu_has(ComputeUnit::amx_bf16)) {
+    GTEST_SKIP() << "CPU lacks " << feature_of(ComputeUnit::amx_bf16) << " (or AVX-512)";
+  }
+  check_paged(ComputeUnit::amx_bf16, GetParam(), KvDtype::f16);
+}
+
+TEST_P(F16OnAmx, LateLargeScoresKeepTheSoftmaxFinite) {
+  if (!cpu_has(ComputeUnit::amx_bf16)) {
+    GTEST_SKIP() << "CPU lacks " << feature_of(ComputeUnit::amx_bf16) << " (or AVX-512)";
+  }
+  check_late_large_scores(ComputeUnit::amx_bf16, GetParam(), KvDtype::f16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Groups, F16OnAmx, ::testing::Values(std::size_t{8}, std::size_t{32}),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           return "group" + std::to_string(info.param);
+                         });
 
 // 2 and 4 queries per kv head share one unpacked block (dot_int4_block.hpp); one query reads
 // the rows itself (dot_int4.hpp). Both do the same arithmetic, so the GQA problem must equal,
@@ -330,7 +382,7 @@ INSTANTIATE_TEST_SUITE_P(Groups, Int4OnVnni,
 // widening kernel, bit for bit.
 TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   if (!cpu_supports(Isa::avx512)) GTEST_SKIP() << "CPU lacks AVX-512";
-  for (KvDtype dtype : {KvDtype::int8, KvDtype::bf16, KvDtype::f32}) {
+  for (KvDtype dtype : {KvDtype::int8, KvDtype::bf16, KvDtype::f16, KvDtype::f32}) {
     SCOPED_TRACE(std::string(to_string(dtype)));
     const RandomProblem rp(16, 2, 64, 300, 1, dtype, 9);  // 8 queries per kv head
     std::vector<float> via_attend(rp.out_size()), direct(rp.out_size()), exact(rp.out_size()),
@@ -340,7 +392,8 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
     if (unit == ComputeUnit::fp32_fma) {
       run_isa(Isa::avx512, rp.problem(direct.data()), 2);
     } else {
-      EXPECT_EQ(dtype, dtype_of(unit));
+      EXPECT_TRUE(dtype == dtype_of(unit) ||
+                  (dtype == KvDtype::f16 && unit == ComputeUnit::amx_bf16));
       simd::attend_dot_unit(rp.problem(direct.data()), unit, 2);
     }
     EXPECT_EQ(0, std::memcmp(via_attend.data(), direct.data(), direct.size() * sizeof(float)));
@@ -367,11 +420,15 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 1));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 4));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 4));
+  EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::f16, 4));
   for (std::size_t sharing : {kAmxMinSharing, std::size_t{32}}) {
     EXPECT_EQ(amx_int8 ? ComputeUnit::amx_int8 : vnni, unit_for(KvDtype::int8, sharing));
     if (amx_bf16) {
       EXPECT_EQ(ComputeUnit::amx_bf16, unit_for(KvDtype::bf16, sharing));
     }
+    // f16 as hi and lo bf16 parts, any head size (the split rows are padded copies).
+    EXPECT_EQ(amx_bf16 ? ComputeUnit::amx_bf16 : ComputeUnit::fp32_fma,
+              unit_for(KvDtype::f16, sharing, 71));
   }
   // Rows that end inside a 4-byte group never go to the tiles.
   EXPECT_NE(ComputeUnit::amx_int8, unit_for(KvDtype::int8, 32, 70));
