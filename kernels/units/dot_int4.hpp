@@ -165,7 +165,12 @@ template <bool Full>
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < 16; ++i) key(i);
   } else {
-    for (std::size_t i = 0; i < rows; ++i) key(i);
+    // Unrolled as well: a part index known only at run time would keep all 16 partial sums
+    // in memory, a store and reload around every row of both cases.
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < 16; ++i) {
+      if (i < rows) key(i);
+    }
   }
 }
 

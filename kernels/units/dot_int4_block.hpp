@@ -96,8 +96,11 @@ inline void int4_block_scores(const Int4Query& q, const Int4Block& blk, std::siz
         if (rows == 16) {
 #pragma GCC unroll 16
           for (std::size_t i = 0; i < 16; ++i) key(i);
-        } else {
-          for (std::size_t i = 0; i < rows; ++i) key(i);
+        } else {  // unrolled too: part[] stays in registers (int4_segment_scores)
+#pragma GCC unroll 16
+          for (std::size_t i = 0; i < 16; ++i) {
+            if (i < rows) key(i);
+          }
         }
       });
 }
