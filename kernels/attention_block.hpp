@@ -278,9 +278,13 @@ void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::s
         }
       }
     } else {
+      // Unrolled as the full cases, rows past `rows` skipped: a parts index known only at run
+      // time would keep all W partial sums in memory, in every case.
       for (std::size_t c = 0; c < nv; ++c) {
         const B qc = B::load_aligned(q + c * W);
-        for (std::size_t r = 0; r < rows; ++r) {
+#pragma GCC unroll 16
+        for (std::size_t r = 0; r < W; ++r) {
+          if (r >= rows) continue;
           B& part = parts[haddp_slot<A>(r)];
           part = xsimd::fma(qc, load_elems<D, A>(base + r * stride + c * W), part);
         }
