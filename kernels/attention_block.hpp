@@ -164,6 +164,19 @@ inline NextBlock page_read_next(const KvView& kv, std::size_t kvh0, std::size_t 
   return NextBlock::at(kv, kvh0, b0 + nb, kv.block_rows(b0 + nb, end, kv.page_tokens));
 }
 
+// Keys [t0, t1) of kv heads [kvh0, kvh0 + heads) page by page, each page's heads in turn:
+// part(i, b0, b1, next) for head kvh0 + i's rows [b0, b1) of a page, `next` what is read after.
+template <class Part>
+void for_page_parts(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
+                    std::size_t t1, Part&& part) {
+  for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+    nb = kv.block_rows(b0, t1, kv.page_tokens);  // the rest of b0's page
+    for (std::size_t i = 0; i < heads; ++i) {
+      part(i, b0, b0 + nb, page_read_next(kv, kvh0, heads, i, b0, nb, t1));
+    }
+  }
+}
+
 // A work item's first block of keys [t0, t0 + max_rows) of kv head kvh, K and V rows, to
 // request while the item sets up (transposing or packing its queries): the kernels prefetch
 // only from block to block, so nothing else covers it (an eighth of the keys in MQA decode at

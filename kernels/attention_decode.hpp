@@ -174,6 +174,37 @@ template <class Runner>
 inline constexpr bool kRunsPageByPage = false;
 template <class A, KvDtype D>
 inline constexpr bool kRunsPageByPage<KeyRunner<A, D, ComputeUnit::fp32_fma>> = true;
+// run() and run_paged() for runners that keep their queries in slots across calls: Derived
+// has begin(st, count, first) (queries into the unit's format, accumulators into its order, in
+// slots [first, first + count)), keys(kv, kvh, t0, t1, st, count, first, after_range) and
+// end(st, count, first). Over a paged cache the setup then runs once per work item, not per
+// page (needs max_queries ≥ heads · g).
+template <class Derived>
+class SlotKeyRunner {
+ public:
+  template <class Scratch>
+  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
+           std::size_t count, std::size_t /*nv*/, bool /*direct*/, const Scratch& /*unused*/) {
+    self().begin(st, count, 0);
+    self().keys(kv, kvh, t0, t1, st, count, 0, NextBlock{});
+    self().end(st, count, 0);
+  }
+  // The states of kv heads [kvh0, kvh0 + heads), g per head (st[i·g …]), over keys [t0, t1),
+  // each page's heads in turn.
+  void run_paged(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
+                 std::size_t t1, QueryState* st, std::size_t g) {
+    self().begin(st, heads * g, 0);
+    for_page_parts(kv, kvh0, heads, t0, t1,
+                   [&](std::size_t i, std::size_t b0, std::size_t b1, const NextBlock& next) {
+                     self().keys(kv, kvh0 + i, b0, b1, st + i * g, g, i * g, next);
+                   });
+    self().end(st, heads * g, 0);
+  }
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+};
+
 // Runners with run_paged(kv, kvh0, heads, t0, t1, st, g) read the pages themselves (their
 // per-call setup hoisted out of the page loop); decode_with calls run() page by page for the
 // others.
@@ -239,13 +270,11 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
       if constexpr (kPagesItself<Runner>) {
         if (by_page) runner.run_paged(kv, kvh0, heads_per_item, t0, t1, st, g);
       } else if (by_page) {
-        for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-          nb = kv.block_rows(b0, t1, kv.page_tokens);  // the rest of b0's page
-          for (std::size_t i = 0; i < heads_per_item; ++i) {
-            ws.after_range = page_read_next(kv, kvh0, heads_per_item, i, b0, nb, t1);
-            runner.run(kv, kvh0 + i, b0, b0 + nb, st + i * g, g, nv, direct, ws);
-          }
-        }
+        for_page_parts(kv, kvh0, heads_per_item, t0, t1,
+                       [&](std::size_t i, std::size_t b0, std::size_t b1, const NextBlock& next) {
+                         ws.after_range = next;
+                         runner.run(kv, kvh0 + i, b0, b1, st + i * g, g, nv, direct, ws);
+                       });
         ws.after_range = NextBlock{};
       }
       if (!by_page) {

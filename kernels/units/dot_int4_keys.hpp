@@ -19,7 +19,7 @@ namespace kvscope::simd {
 // forms and interleaved accumulators, one block's scores, weights and their operands, and the
 // unpacked block.
 template <class A>
-class Int4DotKeys {
+class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
  public:
   Int4DotKeys(std::size_t head_dim, std::size_t max_queries)
       : max_queries_(max_queries),
@@ -34,31 +34,9 @@ class Int4DotKeys {
     }
   }
 
-  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
-           std::size_t count, std::size_t /*nv*/, bool /*direct*/,
-           const DecodeScratch<A>& /*unused*/) {
-    begin(st, count, 0);
-    keys(kv, kvh, t0, t1, st, count, 0, NextBlock{});
-    end(st, count, 0);
-  }
-
-  // A paged cache page by page, as DotUnitKeys::run_paged (heads · g ≤ max_queries): the
-  // queries packed and the accumulators interleaved once for the whole range, not per page
-  // (read a head at a time, pages of 16 tokens made MHA decode at 32,768 tokens 4× slower).
-  void run_paged(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
-                 std::size_t t1, QueryState* st, std::size_t g) {
-    begin(st, heads * g, 0);
-    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-      nb = kv.block_rows(b0, t1, kv.page_tokens);  // the rest of b0's page
-      for (std::size_t i = 0; i < heads; ++i) {
-        keys(kv, kvh0 + i, b0, b0 + nb, st + i * g, g, i * g,
-             page_read_next(kv, kvh0, heads, i, b0, nb, t1));
-      }
-    }
-    end(st, heads * g, 0);
-  }
-
  private:
+  friend class SlotKeyRunner<Int4DotKeys<A>>;
+
   __m512i* packed() const { return reinterpret_cast<__m512i*>(vectors_.get()); }
   float* acc_of(std::size_t slot) const { return floats_.get() + slot * geo_.positions; }
 

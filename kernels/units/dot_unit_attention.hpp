@@ -247,7 +247,7 @@ void dot_pv_all(const std::int32_t* const* w, const float* scale, float* const* 
 // pre-scaled and zero-padded, st[i].acc in natural order; keys after st[i].last_key are not
 // read for it). One per thread: it holds that thread's tiles for up to `max_queries` queries.
 template <class A, KvDtype D>
-class DotUnitKeys {
+class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
   static_assert(D == KvDtype::int8 || D == KvDtype::bf16, "dot units serve int8 and bf16");
   static constexpr std::size_t kRowGroups = DotGeometry<D>::kRowGroups;
 
@@ -270,32 +270,9 @@ class DotUnitKeys {
         acc_rows_(max_queries),
         w_rows_(max_queries) {}
 
-  void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
-           std::size_t count, std::size_t /*nv*/, bool /*direct*/,
-           const DecodeScratch<A>& /*unused*/) {
-    begin(st, count, 0);
-    keys(kv, kvh, t0, t1, st, count, 0, NextBlock{});
-    end(st, count, 0);
-  }
-
-  // A paged cache page by page (decode_with): the states of kv heads [kvh0, kvh0 + heads), g
-  // per head (st[i·g …]), over keys [t0, t1), each page's heads in turn. The queries are
-  // packed and the accumulators kept in tile order once for the whole range, not per page.
-  // Needs max_queries ≥ heads · g.
-  void run_paged(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
-                 std::size_t t1, QueryState* st, std::size_t g) {
-    begin(st, heads * g, 0);
-    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-      nb = kv.block_rows(b0, t1, kv.page_tokens);  // the rest of b0's page
-      for (std::size_t i = 0; i < heads; ++i) {
-        keys(kv, kvh0 + i, b0, b0 + nb, st + i * g, g, i * g,
-             page_read_next(kv, kvh0, heads, i, b0, nb, t1));
-      }
-    }
-    end(st, heads * g, 0);
-  }
-
  private:
+  friend class SlotKeyRunner<DotUnitKeys<A, D>>;
+
   // States st[0, count) into slots [first, first + count): queries into the unit's format,
   // accumulators into tile order.
   void begin(const QueryState* st, std::size_t count, std::size_t first) {
