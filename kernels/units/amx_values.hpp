@@ -91,13 +91,12 @@ class AmxValues {
       // Rows past the visible ones go in as zeros (their weights are 0).
       interleave_values<D>(v, rows, steps * kStepKeys, geo_, vt_.get(), next.v, next.rows);
       weighted_values<QC>(steps, correction, w_scale);
-    } else if constexpr (kSplit) {
-      auto* hi = reinterpret_cast<std::byte*>(v_split_.get());
-      split_f16_rows(v, geo_.row_bytes, rows, steps * kStepKeys, split_stride(), hi,
-                     hi + kBlock * split_stride());
-      pf.phase(0.35, (QC + 1) / 2 * geo_.segments * steps);
-      weighted_values_split<QC>(steps, correction, pf);
     } else {
+      if constexpr (kSplit) {
+        auto* hi = reinterpret_cast<std::byte*>(v_split_.get());
+        split_f16_rows(v, geo_.row_bytes, rows, steps * kStepKeys, split_stride(), hi,
+                       hi + kBlock * split_stride());
+      }
       pf.phase(0.35, (QC + 1) / 2 * geo_.segments * steps);
       weighted_values_in_place<QC>(v, rows, steps, correction, pf);
     }
@@ -185,19 +184,19 @@ class AmxValues {
             const std::size_t at = kb % kPerStep * 16;  // this block's bytes in a row
             _mm_store_si128(reinterpret_cast<__m128i*>(tile + i * 64 + at),
                             _mm512_cvtepi32_epi8(r[i]));
-          } else if constexpr (kSplit) {
-            __m256i hi, lo;
-            split_bf16(_mm512_castsi512_ps(r[i]), hi, lo);
-            const __m512i even = _mm512_cvtepu16_epi32(hi), even_lo = _mm512_cvtepu16_epi32(lo);
-            _mm512_store_si512(tile + i * 64, even);
-            _mm512_store_si512(tile + 1024 + i * 64, _mm512_slli_epi32(even, 16));
-            _mm512_store_si512(tile + 2048 + i * 64, even_lo);
-            _mm512_store_si512(tile + 3072 + i * 64, _mm512_slli_epi32(even_lo, 16));
           } else {
-            const __m512i even =
-                _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(r[i])));
-            _mm512_store_si512(tile + i * 64, even);
-            _mm512_store_si512(tile + 1024 + i * 64, _mm512_slli_epi32(even, 16));
+            const __m512 p = _mm512_castsi512_ps(r[i]);
+            __m256i parts[2];  // bf16(p); f16 caches: its hi and lo
+            if constexpr (kSplit) {
+              split_bf16(p, parts[0], parts[1]);
+            } else {
+              parts[0] = (__m256i)_mm512_cvtneps_pbh(p);
+            }
+            for (std::size_t part = 0; part < kWeightTiles / kParities; ++part) {
+              const __m512i even = _mm512_cvtepu16_epi32(parts[part]);
+              _mm512_store_si512(tile + part * 2048 + i * 64, even);
+              _mm512_store_si512(tile + part * 2048 + 1024 + i * 64, _mm512_slli_epi32(even, 16));
+            }
           }
         }
       }
@@ -211,7 +210,8 @@ class AmxValues {
   // pairs (measured on the Intel Xeon: the interleave was a fifth of an MQA step, the extra
   // products cost less than half that). Rows past `rows` and bytes past a row's end come
   // from a zero-padded copy (0 · NaN is NaN). Accumulator tile (q, s, p) holds columns
-  // 32s + 2n + p of query tile q; it is loaded from o and stored back.
+  // 32s + 2n + p of query tile q; it is loaded from o and stored back. f16 reads its split
+  // rows (v_split_) instead of v.
   template <int QC>
   void weighted_values_in_place(const std::byte* v, std::size_t rows, std::size_t steps,
                                 const float* correction, PhasedPrefetcher& pf) {
@@ -220,7 +220,9 @@ class AmxValues {
     for (std::size_t c0 = 0; c0 < QC * W; c0 += 2 * W) {
       const bool two = QC * W - c0 > W;
       for (std::size_t seg = 0; seg < geo_.segments; ++seg) {
-        if (two) {
+        if constexpr (kSplit) {
+          two ? value_pairs_split<2>(steps, c0, seg, pf) : value_pairs_split<1>(steps, c0, seg, pf);
+        } else if (two) {
           value_pairs<2>(v, rows, steps, row_bytes, c0, seg, pf);
         } else {
           value_pairs<1>(v, rows, steps, row_bytes, c0, seg, pf);
@@ -277,24 +279,9 @@ class AmxValues {
     });
   }
 
-  // f16: o ← o · correction + Σ_t w_t · v_t over the block's split value rows (v_split_,
-  // zero-padded to whole steps): per 16 keys and query tile, w_hi · v_hi, w_hi · v_lo and
-  // w_lo · v_hi, each for the even and the odd columns as in value_pairs.
-  template <int QC>
-  void weighted_values_split(std::size_t steps, const float* correction, PhasedPrefetcher& pf) {
-    rescale_rows<QC>(correction);
-    for (std::size_t c0 = 0; c0 < QC * W; c0 += 2 * W) {
-      const bool two = QC * W - c0 > W;
-      for (std::size_t seg = 0; seg < geo_.segments; ++seg) {
-        if (two) {
-          value_pairs_split<2>(steps, c0, seg, pf);
-        } else {
-          value_pairs_split<1>(steps, c0, seg, pf);
-        }
-      }
-    }
-  }
-
+  // f16: value_pairs over the block's split value rows (v_split_, zero-padded to whole
+  // steps): per 16 keys and query tile, w_hi · v_hi, w_hi · v_lo and w_lo · v_hi, each for
+  // the even and the odd columns.
   template <int QT>
   void value_pairs_split(std::size_t steps, std::size_t c0, std::size_t seg, PhasedPrefetcher& pf) {
     const auto* pt = reinterpret_cast<const std::uint8_t*>(pt_.get());
