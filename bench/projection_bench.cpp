@@ -121,6 +121,50 @@ void BM_PrefillDnnl(benchmark::State& state) {
 }
 BENCHMARK(BM_PrefillDnnl)->Args({2000, 4096, 4096})->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The same prefill with bf16 weights on oneDNN's bf16 matmul (AMX-BF16 where Linux grants
+// it, `brg:avx512_core_amx_bf16`), x rounded to bf16 inside the timed loop as the Projector
+// did before our blocked AMX kernel (BM_PrefillProjector, bf16 fast) took these shapes: the
+// side-by-side for that choice.
+void BM_PrefillDnnlBf16(benchmark::State& state) {
+  const auto m = static_cast<std::size_t>(state.range(0)),
+             k = static_cast<std::size_t>(state.range(1)),
+             n = static_cast<std::size_t>(state.range(2));
+  if (!DnnlMatmul::has_bf16()) return state.SkipWithError("oneDNN has no bf16 matmul here");
+  std::vector<float> x(m * k), y(m * n), values(n * k);
+  fill_uniform(x, 1, -1.0f, 1.0f);
+  fill_uniform(values, 2, -0.02f, 0.02f);
+  const WeightMatrix w(values, n, k, WeightDtype::bf16);
+  const auto* bits = static_cast<const std::uint16_t*>(w.view().data);
+  std::vector<std::uint16_t> x_bf16(m * k);
+  DnnlMatmul dnnl;
+  const auto run = [&] {
+    for (std::size_t i = 0; i < x_bf16.size(); ++i) x_bf16[i] = f32_to_bf16_bits(x[i]);
+    dnnl.multiply_bf16(x_bf16.data(), bits, m, k, n, y.data(), kThreads);
+  };
+  run();  // warm-up: primitive creation
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    benchmark::DoNotOptimize(y.data());
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  const ComputeUnit unit =
+      cpu_has(ComputeUnit::amx_bf16) ? ComputeUnit::amx_bf16 : ComputeUnit::avx512_bf16;
+  state.SetLabel("peak of " + std::string(to_string(unit)));
+  const double rate = 2.0 * m * k * n * static_cast<double>(state.iterations()) / seconds;
+  state.counters["GFLOP/s"] = rate * 1e-9;
+  state.counters["of_unit_peak"] =
+      rate / (1e9 * measure_unit_peak_gops(unit, best_isa(), kThreads));
+}
+BENCHMARK(BM_PrefillDnnlBf16)
+    ->Args({2000, 4096, 4096})
+    ->Args({2000, 4096, 11008})
+    ->Args({2000, 11008, 4096})
+    ->Args({256, 4096, 4096})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // Decode: one token through a [n × k] weight stored as `range(2)` (0 f32, 1 bf16, 2 f16).
 struct DecodeProblem {
   std::vector<float> x, y;
@@ -212,9 +256,9 @@ BENCHMARK(BM_DecodeRef)->Args({4096, 4096, 0})->Unit(benchmark::kMicrosecond)->U
 
 // Prefill through the layer's Projector: [m × k] · W[n × k]ᵀ with W stored as range(3)
 // (0 f32, 1 bf16, 2 f16) and range(4) the compute mode (0 exact: W widened to f32 a block at
-// a time; 1 fast: bf16 × bf16 on the CPU's bf16 units). of_unit_peak divides by the peak
-// of the unit oneDNN runs on, measured in this process (fp32 FMA; for bf16 fast, AMX-BF16
-// where Linux grants it, else AVX512-BF16).
+// a time; 1 fast: bf16 × bf16 on the CPU's bf16 units: our blocked AMX kernel where Linux
+// grants AMX-BF16, else oneDNN). of_unit_peak divides by the peak of the unit used, measured
+// in this process (fp32 FMA; for bf16 fast, AMX-BF16 where granted, else AVX512-BF16).
 void BM_PrefillProjector(benchmark::State& state) {
   const auto m = static_cast<std::size_t>(state.range(0)),
              k = static_cast<std::size_t>(state.range(1)),
@@ -228,8 +272,6 @@ void BM_PrefillProjector(benchmark::State& state) {
   Projector project(best_isa(), kThreads, mode);
   project(x.data(), w.view(), m, y.data());  // warm-up: primitive creation
   const bool on_bf16 = mode == ComputeMode::fast && dtype == WeightDtype::bf16;
-  // oneDNN's bf16 matmul takes AMX-BF16 where Linux granted it (ONEDNN_VERBOSE names
-  // brg:avx512_core_amx_bf16), else AVX512-BF16.
   const ComputeUnit unit = !on_bf16                         ? ComputeUnit::fp32_fma
                            : cpu_has(ComputeUnit::amx_bf16) ? ComputeUnit::amx_bf16
                            : cpu_features().avx512_bf16     ? ComputeUnit::avx512_bf16
@@ -252,6 +294,8 @@ BENCHMARK(BM_PrefillProjector)
     ->Args({2000, 4096, 4096, 0, 0})
     ->Args({2000, 4096, 4096, 1, 0})
     ->Args({2000, 4096, 4096, 1, 1})
+    ->Args({2000, 4096, 11008, 1, 1})
+    ->Args({2000, 11008, 4096, 1, 1})
     ->Args({2000, 4096, 4096, 2, 0})
     ->Args({256, 4096, 4096, 1, 0})
     ->Args({256, 4096, 4096, 1, 1})

@@ -7,6 +7,7 @@
 #include "kernels/ref/layer_ops_ref.hpp"
 #include "kernels/units/cpu_features.hpp"
 #include "kernels/weights/gemm_bf16_amx.hpp"
+#include "kernels/weights/gemm_bf16_amx_blocked.hpp"
 #include "kernels/weights/gemv.hpp"
 #include "kernels/weights/gemv_bf16_dot.hpp"
 
@@ -55,6 +56,9 @@ void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, fl
         return gemm_bf16_amx(x, m, w, y, threads_);
       }
       return gemm_bf16_dot(x, m, w, y, threads_);
+    }
+    if (cpu_has(ComputeUnit::amx_bf16) && gemm_bf16_amx_blocked_fits(m, w)) {
+      return gemm_bf16_amx_blocked(x, m, w, y, threads_, amx_scratch_);
     }
     return multiply_bf16(x, w, m, y);
   }

@@ -7,6 +7,7 @@
 #include "engine/dnnl_matmul.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/units/compute_unit.hpp"
+#include "kernels/weights/gemm_bf16_amx_blocked.hpp"
 #include "kernels/weights/weight_dtype.hpp"
 
 namespace kvscope {
@@ -25,8 +26,9 @@ namespace kvscope {
 //       kSmallBatchRows rows through our kernels instead, each reading the weights once for
 //       the batch: on AMX-BF16 tiles (gemm_bf16_amx, 2–16 rows, rows of W in whole 32-element
 //       steps) where Linux grants them, else on AVX512-BF16 (gemm_bf16_dot, each row's result
-//       bit for bit its GEMV's). Where oneDNN has no bf16 matmul (CPUs without AVX-512), as
-//       exact.
+//       bit for bit its GEMV's); larger ones (prefill) on AMX-BF16 through our blocked
+//       kernel (gemm_bf16_amx_blocked, 2.0–2.7× oneDNN 2.6's AMX matmul here) where it
+//       fits, else oneDNN. Where oneDNN has no bf16 matmul (CPUs without AVX-512), as exact.
 //     otherwise (exact, or f16): a block of W's rows at a time widened into an f32 scratch
 //       of at most kWidenBlockBytes and multiplied in f32, so x stays f32 and no f32 copy
 //       of W is ever whole.
@@ -56,6 +58,7 @@ class Projector {
   DnnlMatmul dnnl_;
   std::vector<float> widened_;         // a block of W's rows in f32
   std::vector<std::uint16_t> x_bf16_;  // x rounded to bf16
+  AmxGemmScratch amx_scratch_;
   double seconds_ = 0;
 };
 
