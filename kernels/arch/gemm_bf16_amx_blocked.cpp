@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -43,7 +44,7 @@ void round_rows(const float* x, std::size_t m, std::size_t k, std::size_t padded
   for (long r = 0; r < static_cast<long>(padded); ++r) {
     std::uint16_t* row = out + static_cast<std::size_t>(r) * k;
     if (static_cast<std::size_t>(r) >= m) {
-      std::fill(row, row + k, std::uint16_t{0});
+      std::memset(row, 0, k * sizeof(std::uint16_t));
       continue;
     }
     const float* in = x + static_cast<std::size_t>(r) * k;
@@ -136,20 +137,17 @@ void gemm_bf16_amx_blocked(const float* x, std::size_t m, const WeightsView& w, 
   const std::size_t full = m / kPair * kPair;  // x rows whose C tiles are y's own rows
   const auto* wd = static_cast<const std::uint16_t*>(w.data);
   threads = std::max(1, threads);
-  scratch.x.resize(padded * k);
-  scratch.packed.resize(static_cast<std::size_t>(threads));
-  scratch.tail.resize(static_cast<std::size_t>(threads));
+  scratch.reserve(m, w, threads);
+  std::uint16_t* const xb = scratch.x();
 #pragma omp parallel num_threads(threads)
   {
-    round_rows(x, m, k, padded, scratch.x.data());  // ends on the loop's barrier
+    round_rows(x, m, k, padded, xb);  // ends on the loop's barrier
     const auto t = static_cast<std::size_t>(omp_get_thread_num());
     const auto count = static_cast<std::size_t>(omp_get_num_threads());
     const std::size_t pairs = n / kPair;
     const std::size_t first = pairs * t / count * kPair, last = pairs * (t + 1) / count * kPair;
-    std::vector<std::uint32_t>& packed = scratch.packed[t];
-    std::vector<float>& tail = scratch.tail[t];
-    packed.resize(kAmxBlockRows * kAmxBlockSteps * kStep / 2);
-    tail.resize(kPair * (last - first));
+    std::uint32_t* const packed = scratch.packed(static_cast<int>(t));
+    float* const tail = scratch.tail(static_cast<int>(t));
     simd::TileConfig config;
     for (int tile = 0; tile < 8; ++tile) config.set(tile, kTile, 64);
     const simd::TileScope scope(config);
@@ -160,26 +158,28 @@ void gemm_bf16_amx_blocked(const float* x, std::size_t m, const WeightsView& w, 
         for (std::size_t block = 0; block < rows / kTile; ++block) {
           for (std::size_t s = 0; s < steps; ++s) {
             pack_b_tile(wd + (n0 + block * kTile) * k + k0 + s * kStep, k * sizeof(std::uint16_t),
-                        packed.data() + (block * steps + s) * kTileWords);
+                        packed + (block * steps + s) * kTileWords);
           }
         }
+        // Where the group (r, j)'s C rows are: y's own, or the short last pair's scratch.
+        const auto c_of = [&](std::size_t r, std::size_t j) {
+          return r < full ? y + r * n + n0 + j : tail + n0 - first + j;
+        };
+        const auto c_stride = [&](std::size_t r) {
+          return (r < full ? n : last - first) * sizeof(float);
+        };
         for (std::size_t r = 0; r < padded; r += kPair) {
-          const std::uint16_t* a = scratch.x.data() + r * k + k0;
+          const std::uint16_t* a = xb + r * k + k0;
           for (std::size_t j = 0; j < rows; j += kPair) {
-            const std::uint32_t* b = packed.data() + j / kTile * steps * kTileWords;
-            if (r < full) {
-              pair_products(a, k * sizeof(std::uint16_t), b, steps, y + r * n + n0 + j,
-                            n * sizeof(float), k0 > 0);
-            } else {
-              pair_products(a, k * sizeof(std::uint16_t), b, steps, tail.data() + n0 - first + j,
-                            (last - first) * sizeof(float), k0 > 0);
-            }
+            const std::uint32_t* b = packed + j / kTile * steps * kTileWords;
+            pair_products(a, k * sizeof(std::uint16_t), b, steps, c_of(r, j), c_stride(r), k0 > 0);
           }
         }
       }
     }
     for (std::size_t r = full; r < m; ++r) {
-      std::copy_n(tail.data() + (r - full) * (last - first), last - first, y + r * n + first);
+      std::memcpy(y + r * n + first, tail + (r - full) * (last - first),
+                  (last - first) * sizeof(float));
     }
   }
 }

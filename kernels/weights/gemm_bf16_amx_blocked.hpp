@@ -20,12 +20,29 @@ namespace kvscope {
 inline constexpr std::size_t kAmxBlockRows = 256;  // W rows packed per block
 inline constexpr std::size_t kAmxBlockSteps = 64;  // 32-column steps of K per block
 
-// Buffers the kernel reuses between calls (a prefill calls it seven times a layer): x in
-// bf16, and each thread's packed block of W and its short last row pair.
-struct AmxGemmScratch {
-  std::vector<std::uint16_t> x;
-  std::vector<std::vector<std::uint32_t>> packed;
-  std::vector<std::vector<float>> tail;
+// The 64-byte aligned buffers the kernel reuses between calls (a prefill calls it seven
+// times a layer): x in bf16, and each thread's packed block of W and short last row pair.
+// Aligned because every tile row is a 64-byte line: a row across two lines is two reads.
+// Defined in an unflagged unit, not beside the kernel: no allocation code compiled for AMX
+// CPUs may be shared with the rest of the program.
+class AmxGemmScratch {
+ public:
+  AmxGemmScratch();
+  ~AmxGemmScratch();
+  AmxGemmScratch(const AmxGemmScratch&) = delete;
+  AmxGemmScratch& operator=(const AmxGemmScratch&) = delete;
+
+  // Room for m rows of x (padded to whole pairs of 32 rows) against w on `threads` threads;
+  // grows, never shrinks. Throws std::bad_alloc.
+  void reserve(std::size_t m, const WeightsView& w, int threads);
+  std::uint16_t* x() const;
+  std::uint32_t* packed(int thread) const;  // kAmxBlockRows × kAmxBlockSteps B tiles
+  float* tail(int thread) const;            // 32 rows × w.rows
+
+ private:
+  struct Buffer;
+  Buffer* x_;
+  std::vector<Buffer*> packed_, tail_;
 };
 
 // Whether gemm_bf16_amx_blocked takes this product: bf16 weights, more than 16 rows of x,
