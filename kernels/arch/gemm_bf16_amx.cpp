@@ -3,9 +3,9 @@
 #include "kernels/weights/gemm_bf16_amx.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "kernels/number_formats.hpp"
 #include "kernels/units/amx_tiles.hpp"
@@ -84,7 +84,9 @@ void gemm_bf16_amx(const float* x, std::size_t m, const WeightsView& w, float* y
   const std::size_t k = w.cols, n = w.rows, steps = k / kStep;
   // x as B tiles: step s, row p holds the pair (x[b][32s + 2p], x[b][32s + 2p + 1]) of every
   // column b (even element in the low half); columns past m are 0.
-  std::vector<std::uint32_t> xt(steps * kBlock * kBlock, 0);
+  // Plain arrays, not std::vectors: no template code compiled with these flags may be shared
+  // with units built for other CPUs.
+  const std::unique_ptr<std::uint32_t[]> xt(new std::uint32_t[steps * kBlock * kBlock]());
   for (std::size_t b = 0; b < m; ++b) {
     for (std::size_t e = 0; e < k; e += 2) {
       const std::uint32_t lo = f32_to_bf16_bits(x[b * k + e]);
@@ -105,19 +107,19 @@ void gemm_bf16_amx(const float* x, std::size_t m, const WeightsView& w, float* y
     for (long g = 0; g < groups; ++g) {
       const std::size_t first = static_cast<std::size_t>(g) * 2 * kBlock;
       if (first + 2 * kBlock <= full_rows) {
-        group_products<true>(wd + first * k, k, xt.data(), steps);
+        group_products<true>(wd + first * k, k, xt.get(), steps);
         store_block<0>(c, y, m, n, first);
         store_block<1>(c, y, m, n, first + kBlock);
       } else {
-        group_products<false>(wd + first * k, k, xt.data(), steps);
+        group_products<false>(wd + first * k, k, xt.get(), steps);
         store_block<0>(c, y, m, n, first);
       }
     }
   }
   if (full_rows < n) {  // W's last rows, short of a tile: into a scratch, then into y
     const WeightsView tail{wd + full_rows * k, WeightDtype::bf16, n - full_rows, k};
-    std::vector<float> part(m * tail.rows);
-    gemm_bf16_dot(x, m, tail, part.data(), 1);
+    const std::unique_ptr<float[]> part(new float[m * tail.rows]);
+    gemm_bf16_dot(x, m, tail, part.get(), 1);
     for (std::size_t b = 0; b < m; ++b) {
       for (std::size_t i = 0; i < tail.rows; ++i)
         y[b * n + full_rows + i] = part[b * tail.rows + i];

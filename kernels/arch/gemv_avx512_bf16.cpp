@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
-#include <vector>
 
 #include "kernels/weights/gemv_bf16_dot.hpp"
 
@@ -31,16 +31,18 @@ inline __m512i load_line(const std::uint16_t* row, std::size_t i, std::size_t en
 
 // x [m × k] in bf16, each row zero-padded to `lines` whole lines, then `pad_rows` rows of
 // zeros (the weights' tail is masked to zeros as well).
-std::vector<std::uint16_t> round_rows_to_bf16(const float* x, std::size_t m, std::size_t k,
-                                              std::size_t lines, std::size_t pad_rows) {
-  std::vector<std::uint16_t> out((m + pad_rows) * lines * kPairsPerLine);
+// A plain array, not a std::vector: no template code compiled with these flags may be shared
+// with units built for other CPUs.
+std::unique_ptr<std::uint16_t[]> round_rows_to_bf16(const float* x, std::size_t m, std::size_t k,
+                                                    std::size_t lines, std::size_t pad_rows) {
+  std::unique_ptr<std::uint16_t[]> out(new std::uint16_t[(m + pad_rows) * lines * kPairsPerLine]());
   for (std::size_t b = 0; b < m; ++b) {
     for (std::size_t l = 0; l < lines; ++l) {
       float part[kPairsPerLine] = {};
       for (std::size_t j = 0; j < kPairsPerLine && l * kPairsPerLine + j < k; ++j)
         part[j] = x[b * k + l * kPairsPerLine + j];
       const __m512bh pairs = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(part + 16), _mm512_loadu_ps(part));
-      std::memcpy(out.data() + (b * lines + l) * kPairsPerLine, &pairs, sizeof pairs);
+      std::memcpy(out.get() + (b * lines + l) * kPairsPerLine, &pairs, sizeof pairs);
     }
   }
   return out;
@@ -94,7 +96,7 @@ void gemm_bf16_dot(const float* x, std::size_t m, const WeightsView& w, float* y
   const std::size_t lines = (k + kPairsPerLine - 1) / kPairsPerLine;
   const std::size_t stride = lines * kPairsPerLine;
   const std::size_t tiles = m == 1 ? 1 : (m + kXTile - 1) / kXTile;
-  const std::vector<std::uint16_t> x_bf16 =
+  const std::unique_ptr<std::uint16_t[]> x_bf16 =
       round_rows_to_bf16(x, m, k, lines, m == 1 ? 0 : tiles * kXTile - m);
   const auto* wd = static_cast<const std::uint16_t*>(w.data);
   const auto n_blocks = static_cast<long>((n + kRows - 1) / kRows);
@@ -105,13 +107,13 @@ void gemm_bf16_dot(const float* x, std::size_t m, const WeightsView& w, float* y
     const std::uint16_t* w0 = wd + first * k;
     if (m == 1) {  // decode: one row of x, one accumulator per row of W
       __m512 acc[kRows][1];
-      dot_block<1>(w0, k, rows, lines, x_bf16.data(), stride, acc);
+      dot_block<1>(w0, k, rows, lines, x_bf16.get(), stride, acc);
       for (std::size_t r = 0; r < rows; ++r) y[first + r] = _mm512_reduce_add_ps(acc[r][0]);
       continue;
     }
     for (std::size_t t = 0; t < tiles; ++t) {  // W's block from L1 after the first tile
       __m512 acc[kRows][kXTile];
-      dot_block<kXTile>(w0, k, rows, lines, x_bf16.data() + t * kXTile * stride, stride, acc);
+      dot_block<kXTile>(w0, k, rows, lines, x_bf16.get() + t * kXTile * stride, stride, acc);
       for (std::size_t b = 0; b < kXTile && t * kXTile + b < m; ++b) {
         for (std::size_t r = 0; r < rows; ++r)
           y[(t * kXTile + b) * n + first + r] = _mm512_reduce_add_ps(acc[r][b]);
