@@ -37,6 +37,12 @@ void Projector::operator()(const float* x, const WeightsView& w, std::size_t m, 
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+void Projector::reserve(std::size_t m, std::size_t rows, std::size_t cols) {
+  if (m > kSmallBatchRows && compute_ == ComputeMode::fast && cpu_has(ComputeUnit::amx_bf16)) {
+    amx_scratch_.reserve(m, WeightsView{nullptr, WeightDtype::bf16, rows, cols}, threads_);
+  }
+}
+
 void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, float* y) {
   if (isa_ == Isa::scalar) return matmul_ref(x, w, m, y, threads_);
   if (m == 1 && kDecodeUsesGemv) {

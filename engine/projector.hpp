@@ -41,6 +41,9 @@ class Projector {
       : isa_(isa), threads_(threads), compute_(compute), widen_block_bytes_(widen_block_bytes) {}
 
   void operator()(const float* x, const WeightsView& w, std::size_t m, float* y);
+  // Allocates and touches the scratch of products of up to m rows of x against weights of
+  // up to `rows` × `cols`, so that the first such product pays no page faults.
+  void reserve(std::size_t m, std::size_t rows, std::size_t cols);
 
   const DnnlMatmul& dnnl() const { return dnnl_; }
   // Wall time spent in projections since construction (what share of a step reads weights).

@@ -118,6 +118,7 @@ LayerPrefillTiming time_layer_prefill(const LayerConfig& config, const LayerWeig
   const auto n = static_cast<std::size_t>(tokens);
   std::vector<float> x(n * config.hidden_size());
   fill_uniform(x, 7, -1.0f, 1.0f);
+  layer.reserve_rows(n);
   const double attention_before = layer.attention_seconds();
   const auto start = std::chrono::steady_clock::now();
   (void)layer.prefill(x.data(), n);

@@ -46,9 +46,9 @@ struct LayerPrefillTiming {
 };
 
 // Builds a layer as time_layer_decode does (capacity ≥ tokens) and times one prefill of
-// `tokens` random rows from an empty cache, as a first request meets it: no warm-up run
-// (it measured within noise of a second run: oneDNN's primitives take milliseconds to
-// create against seconds of matmul).
+// `tokens` random rows from an empty cache, as a server's first request meets it: its
+// activations allocated and touched beforehand (DecoderLayer::reserve_rows), no warm-up
+// run (oneDNN's primitives take milliseconds to create against seconds of matmul).
 LayerPrefillTiming time_layer_prefill(const LayerConfig& config, const LayerWeights& weights,
                                       std::int64_t tokens, KvTypes kv_dtype, Isa isa, int threads,
                                       ComputeMode compute, KvLayout layout = {});

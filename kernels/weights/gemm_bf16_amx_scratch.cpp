@@ -1,5 +1,6 @@
 // AmxGemmScratch (kernels/weights/gemm_bf16_amx_blocked.hpp): compiled without ISA flags.
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "kernels/weights/gemm_bf16_amx_blocked.hpp"
@@ -14,6 +15,7 @@ struct AmxGemmScratch::Buffer {
     if (want <= bytes) return;
     void* grown = std::aligned_alloc(64, (want + 63) / 64 * 64);
     if (grown == nullptr) throw std::bad_alloc();
+    std::memset(grown, 0, want);  // every page touched now, not inside a timed product
     std::free(data);
     data = grown;
     bytes = want;

@@ -87,6 +87,30 @@ INSTANTIATE_TEST_SUITE_P(MhaGqaMqa, DecoderLayerTest,
                                   std::to_string(info.param.head_dim);
                          });
 
+// The layer keeps its activations between calls: reserving them first, or reusing the
+// larger buffers of an earlier prefill (stale rows past the new n), gives the same bits.
+TEST(DecoderLayer, ReusedActivationsChangeNothing) {
+  const LayerShape shape{.hidden_size = 48,
+                         .n_heads = 4,
+                         .n_kv_heads = 2,
+                         .head_dim = 12,
+                         .ffn_size = 80,
+                         .capacity = 20};
+  const LayerConfig c(shape);
+  const LayerWeights w = LayerWeights::random(c, 11);
+  std::vector<float> x(20 * 48);
+  fill_uniform(x, 12, -1, 1);
+  DecoderLayer fresh(c, w, {.threads = 2});
+  const std::vector<float> want = fresh.prefill(x.data(), 7);
+  DecoderLayer reserved(c, w, {.threads = 2});
+  reserved.reserve_rows(20);
+  EXPECT_EQ(reserved.prefill(x.data(), 7), want);
+  DecoderLayer reused(c, w, {.threads = 2});
+  (void)reused.prefill(x.data() + 48, 19);
+  reused.reset();
+  EXPECT_EQ(reused.prefill(x.data(), 7), want);
+}
+
 TEST(DecoderLayer, TokensBeyondCapacityAreRefusedAndNothingIsLost) {
   const LayerConfig c({.hidden_size = 16,
                        .n_heads = 2,
