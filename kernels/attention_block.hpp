@@ -53,6 +53,7 @@ inline void prefetch_row(const T* row, std::size_t elems) {
 // sat on its prefetch instructions). rest() requests what the loop did not reach.
 class LinePrefetcher {
  public:
+  LinePrefetcher() : LinePrefetcher(nullptr, 0) {}
   LinePrefetcher(const void* from, std::size_t bytes)
       : p_(static_cast<const char*>(from)), end_(p_ + (from ? bytes : 0)) {}
   void next() {
@@ -86,7 +87,9 @@ class LinePrefetcher {
 
 // Two ranges (a block's K and V rows) requested over every phase of the work before them, a
 // share of the lines per phase, a few per step: requests issued only in one phase wait on
-// the miss buffers there and leave memory idle in the others.
+// the miss buffers there and leave memory idle in the others. Kept to two plain ranges:
+// step() runs for about every line the kernels read, and a list of ranges here (for blocks
+// across pages) made AMX GQA-4 decode over a contiguous cache 8% slower.
 class PhasedPrefetcher {
  public:
   PhasedPrefetcher(const void* k, const void* v, std::size_t bytes_each)
@@ -447,15 +450,26 @@ void copy_scales(const float* src, std::size_t n, std::size_t padded, float* dst
 }
 
 // The int8 scales of rows [b0, b0 + nb) of kv head `kvh`, readable for `block` lanes: the
-// cache's own for a full block, else zero-padded copies into k_pad and v_pad (lanes past the
-// range must read 0, not the next tokens' scales).
+// cache's own for a full block within one page, else zero-padded copies into k_pad and v_pad
+// (lanes past the range must read 0, not the next tokens' scales; a block across pages,
+// chunked_block_rows, has its scales in each page).
 template <class A>
 void block_scales(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb,
                   std::size_t block, float* k_pad, float* v_pad, const float*& k_scale,
                   const float*& v_scale) {
   k_scale = kv.k_scales(kvh, b0);
   v_scale = kv.v_scales(kvh, b0);
-  if (nb < block) {
+  if (kv.paged() && kv.row_in_page(b0) + nb > kv.page_tokens) {
+    for (std::size_t r = 0, n; r < nb; r += n) {
+      n = kv.block_rows(b0 + r, b0 + nb, nb - r);  // the rest of that page
+      copy_scales<A>(kv.k_scales(kvh, b0 + r), n, n, k_pad + r);
+      copy_scales<A>(kv.v_scales(kvh, b0 + r), n, n, v_pad + r);
+    }
+    copy_scales<A>(k_pad, 0, block - nb, k_pad + nb);
+    copy_scales<A>(v_pad, 0, block - nb, v_pad + nb);
+    k_scale = k_pad;
+    v_scale = v_pad;
+  } else if (nb < block) {
     copy_scales<A>(k_scale, nb, block, k_pad);
     copy_scales<A>(v_scale, nb, block, v_pad);
     k_scale = k_pad;

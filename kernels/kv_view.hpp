@@ -8,6 +8,28 @@
 
 namespace kvscope {
 
+// A key block's K or V rows as kernels that load 16 rows at a time address them (the AMX
+// tiles): one base per chunk of 16 rows, each chunk consecutive in memory. In a contiguous
+// cache or inside one page the chunks follow each other; across pages of a multiple of 16
+// tokens each chunk lies in its own page (KvView::chunked_block_rows).
+struct BlockRows {
+  static constexpr std::size_t kChunkRows = 16;
+  static constexpr std::size_t kMaxChunks = 4;  // blocks of up to 64 rows
+  const std::byte* chunk[kMaxChunks] = {};
+  std::size_t row_bytes = 0;
+
+  const std::byte* row(std::size_t r) const {
+    return chunk[r / kChunkRows] + r % kChunkRows * row_bytes;
+  }
+  // Whether the first `rows` rows are consecutive in memory (one page, or a contiguous cache).
+  bool consecutive(std::size_t rows) const {
+    for (std::size_t c = 1; c * kChunkRows < rows; ++c) {
+      if (chunk[c] != chunk[c - 1] + kChunkRows * row_bytes) return false;
+    }
+    return true;
+  }
+};
+
 // Two layouts; kernels reach rows only through k_row/v_row/k_scales/v_scales and cut their
 // key blocks with block_rows, so both read the same way.
 //
@@ -96,6 +118,32 @@ struct KvView {
       if (to_page_end < n) n = to_page_end;
     }
     return n;
+  }
+  // As block_rows, but for kernels that address a block by BlockRows: the block may run on
+  // across pages while each 16-row chunk stays in one page (pages of a multiple of 16 tokens,
+  // b0 on a chunk boundary of its page). Over pages of 16 the AMX kernels then work in
+  // blocks of 64 keys as over a contiguous cache, not of 16 (2-3x slower: the per-block
+  // softmax, transposes and accumulator updates four times as often).
+  std::size_t chunked_block_rows(std::size_t b0, std::size_t end, std::size_t max_rows) const {
+    if (!paged() || page_tokens % BlockRows::kChunkRows != 0 ||
+        row_in_page(b0) % BlockRows::kChunkRows != 0) {
+      return block_rows(b0, end, max_rows);
+    }
+    if (b0 >= end) return 0;
+    return end - b0 < max_rows ? end - b0 : max_rows;
+  }
+  // Rows [b0, b0 + nb) of kv head kv_head (nb at most 64, from chunked_block_rows) by chunk.
+  BlockRows k_block(std::size_t kv_head, std::size_t b0, std::size_t nb) const {
+    BlockRows rows{.row_bytes = k_row_bytes()};
+    for (std::size_t c = 0; c * BlockRows::kChunkRows < nb; ++c)
+      rows.chunk[c] = k_row(kv_head, b0 + c * BlockRows::kChunkRows);
+    return rows;
+  }
+  BlockRows v_block(std::size_t kv_head, std::size_t b0, std::size_t nb) const {
+    BlockRows rows{.row_bytes = v_row_bytes()};
+    for (std::size_t c = 0; c * BlockRows::kChunkRows < nb; ++c)
+      rows.chunk[c] = v_row(kv_head, b0 + c * BlockRows::kChunkRows);
+    return rows;
   }
 
  private:

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kv_view.hpp"
+
 namespace kvscope::simd {
 
 // hi and lo of 16 f32 as 16 bf16 each (x − hi is exact in f32; lo is x − hi rounded).
@@ -55,6 +57,17 @@ inline void split_f16_rows(const std::byte* src, std::size_t row_bytes, std::siz
       _mm512_store_si512(hi + r * stride + at, h);
       _mm512_store_si512(lo + r * stride + at, l);
     }
+  }
+}
+
+// split_f16_rows over a block's rows a 16-row chunk at a time (a block across pages has a
+// base per chunk); rows_padded a multiple of 16.
+inline void split_f16_block(const BlockRows& src, std::size_t rows, std::size_t rows_padded,
+                            std::size_t stride, std::byte* hi, std::byte* lo) {
+  for (std::size_t r0 = 0; r0 < rows_padded; r0 += BlockRows::kChunkRows) {
+    const std::size_t n = r0 >= rows ? 0 : rows - r0 < 16 ? rows - r0 : 16;
+    split_f16_rows(n ? src.chunk[r0 / 16] : nullptr, src.row_bytes, n, 16, stride, hi + r0 * stride,
+                   lo + r0 * stride);
   }
 }
 

@@ -152,10 +152,10 @@ class AmxHeadsInLanes {
     }
 
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-      nb = kv.block_rows(b0, t1, kBlock);
+      nb = kv.chunked_block_rows(b0, t1, kBlock);  // across pages of 16 too
       const std::size_t rows = lane_visible_rows(st, lanes, QC * W, b0, nb, visible);
       if (rows == 0) continue;
-      const NextBlock next(kv, kvh, b0, nb, t1, kBlock);
+      const std::size_t next_rows = kv.chunked_block_rows(b0 + nb, t1, kBlock);
       const float *k_scale = nullptr, *v_scale = nullptr;
       if constexpr (D == KvDtype::int8) {
         block_scales<A>(kv, kvh, b0, nb, kBlock, pads_.get(), pads_.get() + kBlock, k_scale,
@@ -163,20 +163,23 @@ class AmxHeadsInLanes {
       }
       // The next block's keys (and bf16's values, read in place; int8 interleaves its values
       // and requests them then) over the scores, the softmax and P·V, about as their times.
-      PhasedPrefetcher pf(next.k, D != KvDtype::int8 ? next.v : nullptr,
-                          next.rows * geo_.row_bytes);
+      PhasedPrefetcher pf = next_block_prefetcher(kv, kvh, b0 + nb, next_rows);
+      const BlockRows k = kv.k_block(kvh, b0, nb);
       if constexpr (kSplit) {
         pf.phase(0.2, (rows + 15) / 16 * geo_.segments);
-        scores_split<QC>(kv.k_row(kvh, b0), rows, pf);
+        scores_split<QC>(k, rows, pf);
       } else {
         pf.phase(0.2, (rows + 15) / 16 * (full_steps_ + (tail_bytes_ ? 1 : 0)));
-        scores<QC>(kv.k_row(kvh, b0), rows, pf);
+        scores<QC>(k, rows, pf);
       }
       alignas(64) float correction[L], w_scale[L];
       pf.phase(0.35, QC * rows);
       softmax<QC>(rows, visible, sq, k_scale, v_scale, m, l, correction, w_scale, pf);
-      values_.template add_block<QC>(w_.get(), kv.v_row(kvh, b0), rows, correction, w_scale, next,
-                                     pf);
+      // int8 requests the next block's values as it interleaves this block's.
+      const BlockRows next_v =
+          D == KvDtype::int8 ? kv.v_block(kvh, b0 + nb, next_rows) : BlockRows{};
+      values_.template add_block<QC>(w_.get(), kv.v_block(kvh, b0, nb), rows, correction, w_scale,
+                                     next_v, next_rows, pf);
       pf.rest();
     }
 
@@ -191,11 +194,31 @@ class AmxHeadsInLanes {
     }
   }
 
-  // sᵀ[t][lane] for key rows t < rows of the block at k (int8: the int32 sums, bit for bit in
+  // The next block's keys (and bf16's values) to request over this block's work. A block
+  // across pages: its first chunk's rows so, the others' requested now, at once (a list of
+  // ranges in PhasedPrefetcher made every contiguous step slower).
+  static PhasedPrefetcher next_block_prefetcher(const KvView& kv, std::size_t kvh, std::size_t pos,
+                                                std::size_t rows) {
+    const bool values = D != KvDtype::int8;  // int8 requests them as it interleaves
+    std::size_t spread = rows;
+    if (kv.paged() && kv.row_in_page(pos) + rows > kv.page_tokens) {
+      spread = BlockRows::kChunkRows;  // chunked_block_rows: pos starts a chunk of its page
+      for (std::size_t r = spread; r < rows; r += BlockRows::kChunkRows) {
+        const std::size_t n = rows - r < 16 ? rows - r : 16;
+        LinePrefetcher(kv.k_row(kvh, pos + r), n * kv.k_row_bytes()).rest();
+        if (values) LinePrefetcher(kv.v_row(kvh, pos + r), n * kv.v_row_bytes()).rest();
+      }
+    }
+    return PhasedPrefetcher(rows ? kv.k_row(kvh, pos) : nullptr,
+                            rows && values ? kv.v_row(kvh, pos) : nullptr,
+                            (spread < rows ? spread : rows) * kv.k_row_bytes());
+  }
+
+  // sᵀ[t][lane] for key rows t < rows of the block k (int8: the int32 sums, bit for bit in
   // the float slots; bf16: f32 scores), 16 rows at a time. A row's last bytes short of a
   // 64-byte step are copied into a zero-padded tile (the query groups past it are 0).
   template <int QC>
-  void scores(const std::byte* k, std::size_t rows, PhasedPrefetcher& pf) {
+  void scores(const BlockRows& k, std::size_t rows, PhasedPrefetcher& pf) {
     constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ and sᵀ
     const std::size_t row_bytes = geo_.row_bytes;
     const std::int32_t* qt = qt_.get();
@@ -209,7 +232,7 @@ class AmxHeadsInLanes {
       });
     };
     for (std::size_t r0 = 0; r0 < rows; r0 += 16) {
-      const std::byte* a = k + r0 * row_bytes;
+      const std::byte* a = k.chunk[r0 / 16];
       const std::size_t n = rows - r0 < 16 ? rows - r0 : 16;
       if (n < 16) {  // a short chunk: its rows, then zeros (never rows past the block)
         auto* pad = reinterpret_cast<std::byte*>(k_pad_.get());
@@ -242,13 +265,13 @@ class AmxHeadsInLanes {
   // then sᵀ as scores() computes it, from three products per step: K_hi · q_hi, K_lo · q_hi,
   // K_hi · q_lo. Tiles: K_hi in 4, K_lo in 6, q_hi in 5, q_lo in 7.
   template <int QC>
-  void scores_split(const std::byte* k, std::size_t rows, PhasedPrefetcher& pf) {
+  void scores_split(const BlockRows& k, std::size_t rows, PhasedPrefetcher& pf) {
     constexpr std::size_t LQ = QC * W;  // the row stride of qᵀ and sᵀ
     const std::size_t stride = geo_.segments * 64;
     const std::size_t padded = (rows + 15) / 16 * 16;
     auto* k_hi = reinterpret_cast<std::byte*>(k_split_.get());
     std::byte* k_lo = k_hi + kBlock * stride;
-    split_f16_rows(k, geo_.row_bytes, rows, padded, stride, k_hi, k_lo);
+    split_f16_block(k, rows, padded, stride, k_hi, k_lo);
     const std::int32_t* qt = qt_.get();
     const std::int32_t* qt_lo = qt_lo_.get();
     for (std::size_t r0 = 0; r0 < rows; r0 += 16) {

@@ -80,8 +80,10 @@ class AmxValues {
   // correction and w_scale per query: see weighted_values. next: the block after it, whose
   // value rows int8 prefetches while interleaving; pf takes its steps here too.
   template <int QC>
-  void add_block(const float* w, const std::byte* v, std::size_t rows, const float* correction,
-                 const float* w_scale, const NextBlock& next, PhasedPrefetcher& pf) {
+  // The block's value rows v (rows of them visible), the next block's next_v (next_rows).
+  void add_block(const float* w, const BlockRows& v, std::size_t rows, const float* correction,
+                 const float* w_scale, const BlockRows& next_v, std::size_t next_rows,
+                 PhasedPrefetcher& pf) {
     const std::size_t steps = (rows + kStepKeys - 1) / kStepKeys;
     // int8 interleaves its values (requesting the next block's as it goes): the transpose
     // then takes P·V's share of the keys too.
@@ -89,13 +91,29 @@ class AmxValues {
     transpose_weights<QC>(w, rows, steps, pf);
     if constexpr (D == KvDtype::int8) {
       // Rows past the visible ones go in as zeros (their weights are 0).
-      interleave_values<D>(v, rows, steps * kStepKeys, geo_, vt_.get(), next.v, next.rows);
+      // The next block's values, a line per row segment interleaved; across pages only its
+      // first chunk so, the others requested at once (as the keys, next_block_prefetcher).
+      const std::size_t spread = next_v.consecutive(next_rows) ? next_rows : BlockRows::kChunkRows;
+      for (std::size_t r = spread; r < next_rows; r += BlockRows::kChunkRows) {
+        const std::size_t n = next_rows - r < 16 ? next_rows - r : 16;
+        LinePrefetcher(next_v.chunk[r / 16], n * next_v.row_bytes).rest();
+      }
+      LinePrefetcher next(next_v.chunk[0],
+                          (spread < next_rows ? spread : next_rows) * next_v.row_bytes);
+      if (v.consecutive(rows)) {  // as a contiguous cache's: no chunk lookup per row
+        const std::byte* v0 = v.chunk[0];
+        interleave_rows<D>([&](std::size_t t) { return v0 + t * geo_.row_bytes; }, rows,
+                           steps * kStepKeys, geo_, vt_.get(), next);
+      } else {
+        interleave_rows<D>([&](std::size_t t) { return v.row(t); }, rows, steps * kStepKeys, geo_,
+                           vt_.get(), next);
+      }
       weighted_values<QC>(steps, correction, w_scale);
     } else {
       if constexpr (kSplit) {
         auto* hi = reinterpret_cast<std::byte*>(v_split_.get());
-        split_f16_rows(v, geo_.row_bytes, rows, steps * kStepKeys, split_stride(), hi,
-                       hi + kBlock * split_stride());
+        split_f16_block(v, rows, steps * kStepKeys, split_stride(), hi,
+                        hi + kBlock * split_stride());
       }
       pf.phase(0.35, (QC + 1) / 2 * geo_.segments * steps);
       weighted_values_in_place<QC>(v, rows, steps, correction, pf);
@@ -213,7 +231,7 @@ class AmxValues {
   // 32s + 2n + p of query tile q; it is loaded from o and stored back. f16 reads its split
   // rows (v_split_) instead of v.
   template <int QC>
-  void weighted_values_in_place(const std::byte* v, std::size_t rows, std::size_t steps,
+  void weighted_values_in_place(const BlockRows& v, std::size_t rows, std::size_t steps,
                                 const float* correction, PhasedPrefetcher& pf) {
     rescale_rows<QC>(correction);
     const std::size_t row_bytes = geo_.row_bytes;
@@ -232,7 +250,7 @@ class AmxValues {
   }
 
   template <int QT>
-  void value_pairs(const std::byte* v, std::size_t rows, std::size_t steps, std::size_t row_bytes,
+  void value_pairs(const BlockRows& v, std::size_t rows, std::size_t steps, std::size_t row_bytes,
                    std::size_t c0, std::size_t seg, PhasedPrefetcher& pf) {
     const auto* pt = reinterpret_cast<const std::uint8_t*>(pt_.get());
     float* ot = ot_.get();
@@ -248,7 +266,7 @@ class AmxValues {
     const auto step = [&]<int TB>(std::size_t ks) {
       pf.step();
       const std::size_t n = rows - ks * 16 < 16 ? rows - ks * 16 : 16;
-      const std::byte* b = v + ks * 16 * row_bytes + seg * 64;
+      const std::byte* b = v.chunk[ks] + seg * 64;  // 16 keys a step: one chunk
       std::size_t stride = row_bytes;
       if (n < 16 || seg_bytes < 64) {
         auto* pad = reinterpret_cast<std::byte*>(v_pad_.get());

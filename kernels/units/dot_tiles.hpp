@@ -104,18 +104,16 @@ void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& ge
 
 // vt[(rg · acc_vectors + v) · 16 + lane] ← rows E·rg … E·rg + E − 1 (E = kValueRows)
 // interleaved per 32-bit lane, for row groups rg < ceil(n_rows / E); rows ≥ nb read as 0.
-// Element order within a vector: DotGeometry::natural.
-template <KvDtype D>
-void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
-                       const DotGeometry<D>& geo, std::int32_t* vt, const std::byte* v_next,
-                       std::size_t n_next) {
+// Element order within a vector: DotGeometry::natural. row_at(t) is row t's bytes; pf (a
+// LinePrefetcher, or anything with its next() and rest(), over the next block's rows) takes a line
+// per row segment loaded, the rest at the end.
+template <KvDtype D, class RowAt, class Prefetch>
+void interleave_rows(RowAt&& row_at, std::size_t nb, std::size_t n_rows, const DotGeometry<D>& geo,
+                     std::int32_t* vt, Prefetch& pf) {
   constexpr std::size_t E = DotGeometry<D>::kValueRows;
-  // The next block's rows a line per row segment loaded (LinePrefetcher), the rest at the end.
-  LinePrefetcher pf(v_next, n_next * geo.row_bytes);
   const auto row = [&](std::size_t t, std::size_t seg) {
     pf.next();
-    return t < nb ? load_segment(v + t * geo.row_bytes, geo.row_bytes, seg)
-                  : _mm512_setzero_si512();
+    return t < nb ? load_segment(row_at(t), geo.row_bytes, seg) : _mm512_setzero_si512();
   };
   for (std::size_t rg = 0; rg * E < n_rows; ++rg) {
     auto* out = reinterpret_cast<__m512i*>(vt + rg * geo.acc_vectors * 16);
@@ -138,6 +136,15 @@ void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
     }
   }
   pf.rest();
+}
+
+// interleave_rows over consecutive rows from v, prefetching n_next rows from v_next.
+template <KvDtype D>
+void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
+                       const DotGeometry<D>& geo, std::int32_t* vt, const std::byte* v_next,
+                       std::size_t n_next) {
+  LinePrefetcher pf(v_next, n_next * geo.row_bytes);
+  interleave_rows<D>([&](std::size_t t) { return v + t * geo.row_bytes; }, nb, n_rows, geo, vt, pf);
 }
 
 }  // namespace kvscope::simd
