@@ -13,7 +13,6 @@
 namespace kvscope {
 namespace {
 
-// y[r] += bias for each of n rows of `width` (no-op for an empty bias).
 // b's first `count` elements, grown (never shrunk) to hold them; contents unspecified.
 float* room(std::vector<float>& b, std::size_t count) {
   if (b.size() < count) b.resize(count);
@@ -21,11 +20,14 @@ float* room(std::vector<float>& b, std::size_t count) {
 }
 
 // The row-wise scalar ops over n rows, rows split over `threads` (each row's result is the
-// same on any thread count): the SwiGLU's exponentials alone took 60 ms of a 2,000-token
-// prefill on one core.
+// same on any thread count) where there is enough work to pay for a parallel region (not a
+// decode step's): the SwiGLU's exponentials alone took 60 ms of a 2,000-token prefill on
+// one core.
+constexpr std::size_t kParallelElements = 65536;
+
 void rmsnorm_rows(const float* x, const float* weight, std::size_t n, std::size_t width, float eps,
                   float* y, int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 1)
+#pragma omp parallel for num_threads(threads) schedule(static) if (n * width > kParallelElements)
   for (long r = 0; r < static_cast<long>(n); ++r) {
     const auto row = static_cast<std::size_t>(r) * width;
     rmsnorm_ref(x + row, weight, 1, width, eps, y + row);
@@ -33,7 +35,7 @@ void rmsnorm_rows(const float* x, const float* weight, std::size_t n, std::size_
 }
 
 void swiglu_rows(float* gate, const float* up, std::size_t n, std::size_t width, int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 1)
+#pragma omp parallel for num_threads(threads) schedule(static) if (n * width > kParallelElements)
   for (long r = 0; r < static_cast<long>(n); ++r) {
     const auto row = static_cast<std::size_t>(r) * width;
     swiglu_ref(gate + row, up + row, width);
@@ -42,10 +44,11 @@ void swiglu_rows(float* gate, const float* up, std::size_t n, std::size_t width,
 
 // y[i] += x[i] for i < count.
 void add_rows(float* y, const float* x, std::size_t count, int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static) if (count > 65536)
+#pragma omp parallel for num_threads(threads) schedule(static) if (count > kParallelElements)
   for (long i = 0; i < static_cast<long>(count); ++i) y[i] += x[i];
 }
 
+// y[r] += bias for each of n rows of `width` (no-op for an empty bias).
 void add_bias(float* y, const std::vector<float>& bias, std::size_t n, std::size_t width) {
   if (bias.empty()) return;
   for (std::size_t r = 0; r < n; ++r)

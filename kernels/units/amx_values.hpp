@@ -75,12 +75,12 @@ class AmxValues {
   }
 
   // One block: the weights wᵀ of its rows [0, rows) (row stride QC·16; int8 as u8 in int32
-  // slots) times the block's value rows at v (f16: split into v_split_ first), into the
-  // accumulators of QC query tiles.
-  // correction and w_scale per query: see weighted_values. next: the block after it, whose
-  // value rows int8 prefetches while interleaving; pf takes its steps here too.
+  // slots) times the block's value rows v (by 16-row chunk: a block may span pages; f16:
+  // split into v_split_ first), into the accumulators of QC query tiles.
+  // correction and w_scale per query: see weighted_values. next_v: the next block's value
+  // rows (next_rows of them), which int8 prefetches while interleaving; pf takes its steps
+  // here too.
   template <int QC>
-  // The block's value rows v (rows of them visible), the next block's next_v (next_rows).
   void add_block(const float* w, const BlockRows& v, std::size_t rows, const float* correction,
                  const float* w_scale, const BlockRows& next_v, std::size_t next_rows,
                  PhasedPrefetcher& pf) {
