@@ -53,7 +53,6 @@ inline void prefetch_row(const T* row, std::size_t elems) {
 // sat on its prefetch instructions). rest() requests what the loop did not reach.
 class LinePrefetcher {
  public:
-  LinePrefetcher() : LinePrefetcher(nullptr, 0) {}
   LinePrefetcher(const void* from, std::size_t bytes)
       : p_(static_cast<const char*>(from)), end_(p_ + (from ? bytes : 0)) {}
   void next() {
