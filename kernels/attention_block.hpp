@@ -64,6 +64,7 @@ class LinePrefetcher {
   void rest() {
     for (; p_ < end_; p_ += 64) __builtin_prefetch(p_, 0, 2);
   }
+  bool done() const { return p_ >= end_; }
   // Lines not yet requested.
   std::size_t lines_left() const {
     return p_ < end_ ? static_cast<std::size_t>(end_ - p_ + 63) / 64 : 0;
@@ -82,6 +83,36 @@ class LinePrefetcher {
  private:
   const char* p_;
   const char* end_;
+};
+
+// A LinePrefetcher over the first n_rows rows of a block across pages (BlockRows): its chunks
+// of 16 rows in turn, each consecutive in its page.
+class BlockLinePrefetcher {
+ public:
+  BlockLinePrefetcher(const BlockRows& rows, std::size_t n_rows)
+      : rows_(rows), n_rows_(n_rows), pf_(chunk(0)) {}
+  void next() {
+    if (pf_.done()) {
+      if ((c_ + 1) * BlockRows::kChunkRows >= n_rows_) return;
+      pf_ = chunk(++c_);
+    }
+    pf_.next();
+  }
+  void rest() {
+    pf_.rest();
+    while ((c_ + 1) * BlockRows::kChunkRows < n_rows_) chunk(++c_).rest();
+  }
+
+ private:
+  LinePrefetcher chunk(std::size_t c) const {
+    const std::size_t first = c * BlockRows::kChunkRows;
+    const std::size_t n =
+        n_rows_ - first < BlockRows::kChunkRows ? n_rows_ - first : BlockRows::kChunkRows;
+    return LinePrefetcher(first < n_rows_ ? rows_.chunk[c] : nullptr, n * rows_.row_bytes);
+  }
+  BlockRows rows_;
+  std::size_t n_rows_, c_ = 0;
+  LinePrefetcher pf_;
 };
 
 // Two ranges (a block's K and V rows) requested over every phase of the work before them, a
@@ -117,6 +148,7 @@ class PhasedPrefetcher {
 // of 16 tokens at 32,768).
 struct NextBlock {
   std::size_t rows = 0;
+  std::size_t kvh = 0, pos = 0;  // whose rows, from which position
   const std::byte* k = nullptr;
   const std::byte* v = nullptr;
   const float* k_scale = nullptr;  // int8 rows' scales (nullptr for types without them)
@@ -132,7 +164,8 @@ struct NextBlock {
   static NextBlock at(const KvView& kv, std::size_t kvh, std::size_t pos, std::size_t rows) {
     NextBlock next;
     if (rows > 0) {
-      next.rows = rows, next.k = kv.k_row(kvh, pos), next.v = kv.v_row(kvh, pos);
+      next.rows = rows, next.kvh = kvh, next.pos = pos;
+      next.k = kv.k_row(kvh, pos), next.v = kv.v_row(kvh, pos);
       next.k_scale = kv.k_scales(kvh, pos), next.v_scale = kv.v_scales(kvh, pos);
     }
     return next;
@@ -142,6 +175,11 @@ struct NextBlock {
   static NextBlock within(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb,
                           std::size_t end, std::size_t max_rows, const NextBlock& after_end) {
     return b0 + nb < end ? NextBlock(kv, kvh, b0, nb, end, max_rows) : after_end;
+  }
+  // Whether the rows run on across pages (KvView::chunked_block_rows): k and v then hold only
+  // the first page's, and kernels find the others by kvh and pos.
+  bool spans_pages(const KvView& kv) const {
+    return rows > 0 && kv.paged() && kv.row_in_page(pos) + rows > kv.page_tokens;
   }
   // Requests the rows' scales into L2: a paged cache keeps them in each page, where no
   // hardware prefetcher follows them (an int8 page of 16 rows has one line of each; unasked,
@@ -156,25 +194,39 @@ struct NextBlock {
   }
 };
 
+// The rows of a paged cache that for_page_parts hands out at once from b0 on, keys up to
+// `end`: the rest of b0's page, or for runners that address blocks by BlockRows
+// (min_rows > 0) at least min_rows across pages of a multiple of 16 tokens.
+inline std::size_t page_part_rows(const KvView& kv, std::size_t b0, std::size_t end,
+                                  std::size_t min_rows) {
+  if (min_rows > kv.page_tokens) return kv.chunked_block_rows(b0, end, min_rows);
+  return kv.block_rows(b0, end, kv.page_tokens);
+}
+
 // A paged cache read page by page, heads [kvh0, kvh0 + heads) of each page in turn, over keys
 // up to `end`: what is read after head kvh0 + i's rows [b0, b0 + nb) of a page — the next
 // head's rows of the page, after the last head the first head's rows of the next page.
 // (Prefetching 2 to 8 such parts ahead measured no faster.)
 inline NextBlock page_read_next(const KvView& kv, std::size_t kvh0, std::size_t heads,
-                                std::size_t i, std::size_t b0, std::size_t nb, std::size_t end) {
+                                std::size_t i, std::size_t b0, std::size_t nb, std::size_t end,
+                                std::size_t min_rows) {
   if (i + 1 < heads) return NextBlock::at(kv, kvh0 + i + 1, b0, nb);
-  return NextBlock::at(kv, kvh0, b0 + nb, kv.block_rows(b0 + nb, end, kv.page_tokens));
+  const std::size_t b1 = b0 + nb;
+  return NextBlock::at(kv, kvh0, b1, page_part_rows(kv, b1, end, min_rows));
 }
 
 // Keys [t0, t1) of kv heads [kvh0, kvh0 + heads) page by page, each page's heads in turn:
 // part(i, b0, b1, next) for head kvh0 + i's rows [b0, b1) of a page, `next` what is read after.
+// min_rows > 0: parts of that many rows, from as many pages as they span (page_part_rows), for
+// runners that take blocks across pages; over pages of 16 tokens such a runner then works in
+// blocks of 64 keys, not 16, and reads 4 pages at once, each page's heads in turn.
 template <class Part>
 void for_page_parts(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
-                    std::size_t t1, Part&& part) {
+                    std::size_t t1, std::size_t min_rows, Part&& part) {
   for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-    nb = kv.block_rows(b0, t1, kv.page_tokens);  // the rest of b0's page
+    nb = page_part_rows(kv, b0, t1, min_rows);
     for (std::size_t i = 0; i < heads; ++i) {
-      part(i, b0, b0 + nb, page_read_next(kv, kvh0, heads, i, b0, nb, t1));
+      part(i, b0, b0 + nb, page_read_next(kv, kvh0, heads, i, b0, nb, t1, min_rows));
     }
   }
 }

@@ -178,7 +178,8 @@ inline constexpr bool kRunsPageByPage<KeyRunner<A, D, ComputeUnit::fp32_fma>> = 
 // has begin(st, count, first) (queries into the unit's format, accumulators into its order, in
 // slots [first, first + count)), keys(kv, kvh, t0, t1, st, count, first, after_range) and
 // end(st, count, first). Over a paged cache the setup then runs once per work item, not per
-// page (needs max_queries ≥ heads · g).
+// page (needs max_queries ≥ heads · g). Derived::kPagePartRows: the rows keys() takes at once
+// over a paged cache (for_page_parts' min_rows: 0 for a page at a time).
 template <class Derived>
 class SlotKeyRunner {
  public:
@@ -194,7 +195,7 @@ class SlotKeyRunner {
   void run_paged(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
                  std::size_t t1, QueryState* st, std::size_t g) {
     self().begin(st, heads * g, 0);
-    for_page_parts(kv, kvh0, heads, t0, t1,
+    for_page_parts(kv, kvh0, heads, t0, t1, Derived::kPagePartRows,
                    [&](std::size_t i, std::size_t b0, std::size_t b1, const NextBlock& next) {
                      self().keys(kv, kvh0 + i, b0, b1, st + i * g, g, i * g, next);
                    });
@@ -270,7 +271,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
       if constexpr (kPagesItself<Runner>) {
         if (by_page) runner.run_paged(kv, kvh0, heads_per_item, t0, t1, st, g);
       } else if (by_page) {
-        for_page_parts(kv, kvh0, heads_per_item, t0, t1,
+        for_page_parts(kv, kvh0, heads_per_item, t0, t1, 0,
                        [&](std::size_t i, std::size_t b0, std::size_t b1, const NextBlock& next) {
                          ws.after_range = next;
                          runner.run(kv, kvh0 + i, b0, b1, st + i * g, g, nv, direct, ws);

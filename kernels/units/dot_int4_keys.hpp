@@ -36,6 +36,7 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
 
  private:
   friend class SlotKeyRunner<Int4DotKeys<A>>;
+  static constexpr std::size_t kPagePartRows = 0;  // a page at a time
 
   __m512i* packed() const { return reinterpret_cast<__m512i*>(vectors_.get()); }
   float* acc_of(std::size_t slot) const { return floats_.get() + slot * geo_.positions; }

@@ -61,13 +61,14 @@ inline __m512 reduce16(const __m512 v[16]) {
   return _mm512_castsi512_ps(reduce16_bits<true>(bits));
 }
 
-// s[0, 64) ← sq · k_scale[t] · (q8 · k_t) for int8 key rows t < n (row t at
-// k + t · row_bytes, read in place; −inf past n), the query packed by pack_query. Keys enter
-// vpdpbusd as k + 128 (xor 0x80, the unsigned operand), so q8 · k = Σ q8 (k + 128) − offset.
-// pf takes a line per row segment loaded (the next block's rows).
-inline void dot_scores_rows(const DotQuery& q, const std::byte* k, std::size_t n,
-                            const DotGeometry<KvDtype::int8>& geo, const float* k_scale, float* s,
-                            LinePrefetcher& pf) {
+// s[0, 64) ← sq · k_scale[t] · (q8 · k_t) for int8 key rows t < n (row t at k.row(t), read
+// in place; −inf past n), the query packed by pack_query. Keys enter vpdpbusd as k + 128
+// (xor 0x80, the unsigned operand), so q8 · k = Σ q8 (k + 128) − offset. pf takes a line per
+// row segment loaded (the next block's rows).
+template <class Prefetch>
+void dot_scores_rows(const DotQuery& q, const BlockRows& k, std::size_t n,
+                     const DotGeometry<KvDtype::int8>& geo, const float* k_scale, float* s,
+                     Prefetch& pf) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i offset = _mm512_set1_epi32(q.offset);
   const __m512 sq = _mm512_set1_ps(q.scale);
@@ -80,13 +81,14 @@ inline void dot_scores_rows(const DotQuery& q, const std::byte* k, std::size_t n
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < 16; ++i) acc[i] = _mm512_setzero_si512();
     const std::size_t rows = n - t0 < 16 ? n - t0 : 16;
+    const std::byte* chunk = k.chunk[t0 / BlockRows::kChunkRows];  // rows t0 … t0 + 15
     for (std::size_t seg = 0; seg < geo.segments; ++seg) {
       const __m512i qs = _mm512_load_si512(q.groups + seg * 16);
       if (rows == 16 && (seg + 1) * 64 <= geo.row_bytes) {
 #pragma GCC unroll 16
         for (std::size_t i = 0; i < 16; ++i) {
           pf.next();
-          const __m512i key = _mm512_loadu_si512(k + (t0 + i) * geo.row_bytes + seg * 64);
+          const __m512i key = _mm512_loadu_si512(chunk + i * geo.row_bytes + seg * 64);
           acc[reduce16_slot(i)] = dot_u8s8(acc[reduce16_slot(i)], _mm512_xor_si512(key, flip), qs);
         }
       } else {  // a short group of rows or a row's last partial segment (its tail reads 0 × q8)
@@ -96,7 +98,7 @@ inline void dot_scores_rows(const DotQuery& q, const std::byte* k, std::size_t n
         for (std::size_t i = 0; i < 16; ++i) {
           if (i >= rows) continue;
           pf.next();
-          const __m512i key = load_segment(k + (t0 + i) * geo.row_bytes, geo.row_bytes, seg);
+          const __m512i key = load_segment(chunk + i * geo.row_bytes, geo.row_bytes, seg);
           acc[reduce16_slot(i)] = dot_u8s8(acc[reduce16_slot(i)], _mm512_xor_si512(key, flip), qs);
         }
       }

@@ -75,21 +75,21 @@ inline void transpose16x16_epi32(__m512i r[16]) {
   }
 }
 
-// kt[g · 64 + t] ← 32-bit group g of key row t for t < nb (0 beyond), g < segments · 16.
-// int8: bytes offset by 128 (xor 0x80), the unsigned operand of vpdpbusd. Prefetches the
-// next block's rows (n_next of them) as it goes.
-template <KvDtype D>
-void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& geo, std::int32_t* kt,
-                    const std::byte* k_next, std::size_t n_next) {
+// kt[g · 64 + t] ← 32-bit group g of key row t (k.row(t)) for t < nb (0 beyond),
+// g < segments · 16. int8: bytes offset by 128 (xor 0x80), the unsigned operand of vpdpbusd.
+// pf (a LinePrefetcher, or anything with its next(), over the next block's rows) takes a line
+// per row segment loaded.
+template <KvDtype D, class Prefetch>
+void transpose_keys(const BlockRows& k, std::size_t nb, const DotGeometry<D>& geo, std::int32_t* kt,
+                    Prefetch& pf) {
   const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
-  // The next block's rows a line per row segment loaded (LinePrefetcher), the rest at the end.
-  LinePrefetcher pf(k_next, n_next * geo.row_bytes);
   for (std::size_t t0 = 0; t0 < nb; t0 += 16) {
+    const std::byte* chunk = k.chunk[t0 / BlockRows::kChunkRows];  // rows t0 … t0 + 15
     for (std::size_t seg = 0; seg < geo.segments; ++seg) {
       __m512i rows[16];
       for (std::size_t i = 0; i < 16; ++i) {
         pf.next();
-        rows[i] = t0 + i < nb ? load_segment(k + (t0 + i) * geo.row_bytes, geo.row_bytes, seg)
+        rows[i] = t0 + i < nb ? load_segment(chunk + i * geo.row_bytes, geo.row_bytes, seg)
                               : _mm512_setzero_si512();
       }
       transpose16x16_epi32(rows);
@@ -99,7 +99,6 @@ void transpose_keys(const std::byte* k, std::size_t nb, const DotGeometry<D>& ge
       }
     }
   }
-  pf.rest();
 }
 
 // vt[(rg · acc_vectors + v) · 16 + lane] ← rows E·rg … E·rg + E − 1 (E = kValueRows)

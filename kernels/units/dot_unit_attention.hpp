@@ -27,6 +27,7 @@
 // The softmax itself (max, exp, running sums, rescaling) stays in f32.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -272,6 +273,8 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
 
  private:
   friend class SlotKeyRunner<DotUnitKeys<A, D>>;
+  // Blocks run on across pages (chunked_block_rows), so a paged cache is read 64 rows at once.
+  static constexpr std::size_t kPagePartRows = kDotBlock;
 
   // States st[0, count) into slots [first, first + count): queries into the unit's format,
   // accumulators into tile order.
@@ -303,6 +306,38 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
     }
   }
 
+  // The scores of the live queries over rows [b0, b0 + nb) of kv head kvh (into s_rows_), and
+  // the block's values interleaved (into vt_); k_next and v_next take a line per line read.
+  // Only the n_max rows some query sees are read; key vectors past them hold stale lanes that
+  // the scores mask to −inf (a select, so even NaN patterns drop out).
+  template <class KeyPrefetch, class ValuePrefetch>
+  void read_block(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb,
+                  std::size_t n_live, std::size_t n_max, bool in_place, const float* k_scale,
+                  KeyPrefetch& k_next, ValuePrefetch& v_next) {
+    const BlockRows k = kv.k_block(kvh, b0, nb);
+    if (in_place) {
+      if constexpr (D == KvDtype::int8) {
+        for (std::size_t li = 0; li < n_live; ++li) {
+          dot_scores_rows(*live_q_.get()[li], k, n_.get()[li], geo_, k_scale, s_rows_.get()[li],
+                          k_next);
+        }
+      }
+    } else {
+      transpose_keys<D>(k, n_max, geo_, kt_.get(), k_next);
+      dot_scores<D>(live_q_.get(), n_.get(), n_live, kt_.get(), geo_, k_scale, s_rows_.get());
+    }
+    k_next.rest();
+    const BlockRows v = kv.v_block(kvh, b0, nb);
+    if (v.consecutive(n_max)) {  // no chunk lookup per row
+      const std::byte* v0 = v.chunk[0];
+      interleave_rows<D>([&](std::size_t t) { return v0 + t * geo_.row_bytes; }, n_max, n_max, geo_,
+                         vt_.get(), v_next);
+    } else {
+      interleave_rows<D>([&](std::size_t t) { return v.row(t); }, n_max, n_max, geo_, vt_.get(),
+                         v_next);
+    }
+  }
+
   // States st[0, count) in slots [first, first + count) over keys [t0, t1) of kv head kvh;
   // after_range: the rows read next, prefetched by the last block.
   void keys(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
@@ -316,7 +351,7 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
     float* w_scale = v_scale_pad + kDotBlock;
 
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-      nb = kv.block_rows(b0, t1, kDotBlock);
+      nb = kv.chunked_block_rows(b0, t1, kDotBlock);  // across pages of 16 too
       std::size_t n_live = 0, n_max = 0;
       for (std::size_t i = 0; i < count; ++i) {
         if (st[i].last_key < b0) continue;  // whole block after this query: masked
@@ -331,28 +366,28 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
       }
       if (n_live == 0) continue;
       const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kDotBlock, after_range);
-      if (kv.paged()) next.prefetch_scales();
       const float* k_scale = nullptr;
       const float* v_scale = nullptr;
       if constexpr (D == KvDtype::int8) {
         block_scales<A>(kv, kvh, b0, nb, kDotBlock, k_scale_pad, v_scale_pad, k_scale, v_scale);
       }
-      // Only the n_max rows some query sees are read; key vectors past them hold stale
-      // lanes that dot_scores masks to −inf (a select, so even NaN patterns drop out).
-      if (in_place) {
-        if constexpr (D == KvDtype::int8) {
-          LinePrefetcher pf(next.k, next.rows * geo_.row_bytes);
-          for (std::size_t li = 0; li < n_live; ++li) {
-            dot_scores_rows(*live_q_.get()[li], kv.k_row(kvh, b0), n_.get()[li], geo_, k_scale,
-                            s_rows_.get()[li], pf);
-          }
-          pf.rest();
+      // The next block's rows a line per line read: its keys over this block's, its values
+      // over these values. Across pages chunk by chunk (requested at once, they waited on
+      // the miss buffers and made MHA over pages of 16 slower than blocks of 16 rows).
+      if (next.spans_pages(kv)) {
+        for (std::size_t r = 0; r < next.rows; r += BlockRows::kChunkRows) {
+          const std::size_t n = std::min(BlockRows::kChunkRows, next.rows - r);
+          NextBlock::at(kv, next.kvh, next.pos + r, n).prefetch_scales();
         }
+        BlockLinePrefetcher k_next(kv.k_block(next.kvh, next.pos, next.rows), next.rows);
+        BlockLinePrefetcher v_next(kv.v_block(next.kvh, next.pos, next.rows), next.rows);
+        read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
       } else {
-        transpose_keys<D>(kv.k_row(kvh, b0), n_max, geo_, kt_.get(), next.k, next.rows);
-        dot_scores<D>(live_q_.get(), n_.get(), n_live, kt_.get(), geo_, k_scale, s_rows_.get());
+        if (kv.paged()) next.prefetch_scales();
+        LinePrefetcher k_next(next.k, next.rows * geo_.row_bytes);
+        LinePrefetcher v_next(next.v, next.rows * geo_.row_bytes);
+        read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
       }
-      interleave_values<D>(kv.v_row(kvh, b0), n_max, n_max, geo_, vt_.get(), next.v, next.rows);
 
       for (std::size_t li = 0; li < n_live; ++li) {
         std::int32_t* wi = weights_.get() + li * kRowGroups;
