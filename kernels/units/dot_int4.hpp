@@ -143,11 +143,11 @@ inline Int4Query pack_int4_query(const float* q, const Int4DotGeometry& geo, __m
 
 // part[slot(i)] += Σ_lanes-wise scale · (q8 · nibbles − bias) of segment seg of key rows
 // t0 + i, i < rows (16 unrolled).
-template <bool Full>
+template <bool Full, class Prefetch>
 [[gnu::always_inline]] inline void int4_segment_scores(const Int4Query& q, const std::byte* k,
                                                        std::size_t rows, const Int4DotGeometry& geo,
                                                        std::size_t seg, __m512* part,
-                                                       LinePrefetcher& pf) {
+                                                       Prefetch& pf) {
   const __m512i low = _mm512_set1_epi8(0x0f);
   const __m512i q_lo = q.lo[seg], q_hi = q.hi[seg], bias = q.bias[seg];
   const auto key = [&](std::size_t i) {
@@ -196,12 +196,13 @@ void int4_scores_by_16(const Int4Query& q, std::size_t n, std::size_t segments, 
 }
 
 // s[0, 64) ← sq · Σ_g scale_tg Σ_{j∈g} q8_j (nibble_tj − 8) for key rows t < n (row t at
-// k + t · row_bytes), −inf from n on. pf takes a line per row segment.
-inline void int4_dot_scores(const Int4Query& q, const std::byte* k, std::size_t n,
-                            const Int4DotGeometry& geo, float* s, LinePrefetcher& pf) {
+// k.row(t)), −inf from n on. pf takes a line per row segment.
+template <class Prefetch>
+void int4_dot_scores(const Int4Query& q, const BlockRows& k, std::size_t n,
+                     const Int4DotGeometry& geo, float* s, Prefetch& pf) {
   int4_scores_by_16(q, n, geo.segments, s,
                     [&](std::size_t t0, std::size_t rows, std::size_t seg, __m512* part) {
-                      const std::byte* rows_at = k + t0 * geo.row_bytes;
+                      const std::byte* rows_at = k.chunk[t0 / BlockRows::kChunkRows];
                       if (4 * seg + 4 <= geo.groups) {
                         int4_segment_scores<true>(q, rows_at, rows, geo, seg, part, pf);
                       } else {
@@ -264,13 +265,14 @@ float int4_weights(const float* p, std::size_t n, std::size_t segments, ScalesOf
   return w_max / 255.0f;
 }
 
-// int4_weights with the scales read from value rows t < n at v.
-inline float int4_dot_weights(const float* p, const std::byte* v, std::size_t n,
+// int4_weights with the scales read from value rows t < n (v.row(t); a row group's 4 rows lie
+// in one chunk).
+inline float int4_dot_weights(const float* p, const BlockRows& v, std::size_t n,
                               const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
   return int4_weights(
       p, n, geo.segments,
       [&](std::size_t rg, std::size_t s) {
-        return int4_row_group_scales(v + 4 * rg * geo.row_bytes, n - 4 * rg, geo, s);
+        return int4_row_group_scales(v.row(4 * rg), n - 4 * rg, geo, s);
       },
       wf, wv);
 }
@@ -300,8 +302,9 @@ inline void add_int4_sums(const __m512i sum[8], __m512i w_sum, float w_scale, fl
 
 // acc[positions] (interleaved order) += w_scale · Σ_{t<n} w8_tg (nibble_tj − 8), the weights
 // from int4_dot_weights. pf takes a line per row segment.
-inline void int4_dot_pv(const __m512i* wv, float w_scale, const std::byte* v, std::size_t n,
-                        const Int4DotGeometry& geo, float* acc, LinePrefetcher& pf) {
+template <class Prefetch>
+void int4_dot_pv(const __m512i* wv, float w_scale, const BlockRows& v, std::size_t n,
+                 const Int4DotGeometry& geo, float* acc, Prefetch& pf) {
   const std::size_t row_groups = (n + 3) / 4;
   const __m512i low = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
   for (std::size_t s = 0; s < geo.segments; ++s) {
@@ -311,17 +314,17 @@ inline void int4_dot_pv(const __m512i* wv, float w_scale, const std::byte* v, st
     __m512i w_sum = _mm512_setzero_si512();
     for (std::size_t rg = 0; rg < row_groups; ++rg) {
       __m512i nib[4], x[4];
+      const std::byte* rows = v.row(4 * rg);  // the group's 4 rows lie in one chunk
       if (full && 4 * rg + 4 <= n) {
 #pragma GCC unroll 4
         for (std::size_t i = 0; i < 4; ++i) {
           pf.next();
-          nib[i] = load_int4_nibbles<true>(v + (4 * rg + i) * geo.row_bytes, geo, s);
+          nib[i] = load_int4_nibbles<true>(rows + i * geo.row_bytes, geo, s);
         }
       } else {  // rows past n (weight 0) are not read
         for (std::size_t i = 0; i < 4; ++i) {
-          nib[i] = 4 * rg + i < n
-                       ? load_int4_nibbles<false>(v + (4 * rg + i) * geo.row_bytes, geo, s)
-                       : _mm512_setzero_si512();
+          nib[i] = 4 * rg + i < n ? load_int4_nibbles<false>(rows + i * geo.row_bytes, geo, s)
+                                  : _mm512_setzero_si512();
         }
       }
       // Interleaved as bytes, then split: the low and the high nibbles come out interleaved

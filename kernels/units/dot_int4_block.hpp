@@ -34,18 +34,19 @@ struct Int4Block {
         v_scales(reinterpret_cast<__m512*>(v_nibbles + 8 * (kDotBlock / 4) * geo.segments)) {}
 };
 
-// Unpacks key and value rows [0, n) (rows at k and v, row_bytes apart) into blk; pk and pv
-// take a line per row segment (the next block's rows).
-inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_t n,
-                              const Int4DotGeometry& geo, Int4Block& blk, LinePrefetcher& pk,
-                              LinePrefetcher& pv) {
+// Unpacks key and value rows [0, n) (k.row(t), v.row(t)) into blk; pk and pv take a line per
+// row segment (the next block's rows).
+template <class KeyPrefetch, class ValuePrefetch>
+void int4_unpack_block(const BlockRows& k, const BlockRows& v, std::size_t n,
+                       const Int4DotGeometry& geo, Int4Block& blk, KeyPrefetch& pk,
+                       ValuePrefetch& pv) {
   const __m512i low = _mm512_set1_epi8(0x0f);
   const std::size_t S = geo.segments;
   for (std::size_t s = 0; s < S; ++s) {
     const bool full = 4 * s + 4 <= geo.groups;
     for (std::size_t t = 0; t < n; ++t) {
       pk.next();
-      const std::byte* row = k + t * geo.row_bytes;
+      const std::byte* row = k.row(t);
       const __m512i nibbles =
           full ? load_int4_nibbles<true>(row, geo, s) : load_int4_nibbles<false>(row, geo, s);
       const __m512i head =
@@ -56,11 +57,12 @@ inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_
     }
     for (std::size_t rg = 0; 4 * rg < n; ++rg) {
       __m512i nib[4], x[4];
+      const std::byte* rows = v.row(4 * rg);  // the group's 4 rows lie in one chunk
       for (std::size_t i = 0; i < 4; ++i) {
         nib[i] = _mm512_setzero_si512();
         if (4 * rg + i < n) {
           pv.next();
-          const std::byte* row = v + (4 * rg + i) * geo.row_bytes;
+          const std::byte* row = rows + i * geo.row_bytes;
           nib[i] =
               full ? load_int4_nibbles<true>(row, geo, s) : load_int4_nibbles<false>(row, geo, s);
         }
@@ -71,8 +73,7 @@ inline void int4_unpack_block(const std::byte* k, const std::byte* v, std::size_
         out[j] = _mm512_and_si512(x[j], low);
         out[4 + j] = _mm512_and_si512(_mm512_srli_epi16(x[j], 4), low);
       }
-      blk.v_scales[rg * S + s] =
-          int4_row_group_scales(v + 4 * rg * geo.row_bytes, n - 4 * rg, geo, s);
+      blk.v_scales[rg * S + s] = int4_row_group_scales(rows, n - 4 * rg, geo, s);
     }
   }
 }

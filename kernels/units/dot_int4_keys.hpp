@@ -36,7 +36,8 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
 
  private:
   friend class SlotKeyRunner<Int4DotKeys<A>>;
-  static constexpr std::size_t kPagePartRows = 0;  // a page at a time
+  // Blocks run on across pages (chunked_block_rows), so a paged cache is read 64 rows at once.
+  static constexpr std::size_t kPagePartRows = kDotBlock;
 
   __m512i* packed() const { return reinterpret_cast<__m512i*>(vectors_.get()); }
   float* acc_of(std::size_t slot) const { return floats_.get() + slot * geo_.positions; }
@@ -75,54 +76,66 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
   // after_range: the rows read next, prefetched by the last block.
   void keys(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
             std::size_t count, std::size_t first, const NextBlock& after_range) {
+    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+      nb = kv.chunked_block_rows(b0, t1, kDotBlock);  // across pages of 16 too
+      const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kDotBlock, after_range);
+      // The next block's rows a line per line read; across pages chunk by chunk.
+      if (next.spans_pages(kv)) {
+        BlockLinePrefetcher k_ahead(kv.k_block(next.kvh, next.pos, next.rows), next.rows);
+        BlockLinePrefetcher v_ahead(kv.v_block(next.kvh, next.pos, next.rows), next.rows);
+        block(kv, kvh, b0, nb, st, count, first, k_ahead, v_ahead);
+      } else {
+        LinePrefetcher k_ahead(next.k, next.rows * geo_.row_bytes);
+        LinePrefetcher v_ahead(next.v, next.rows * geo_.row_bytes);
+        block(kv, kvh, b0, nb, st, count, first, k_ahead, v_ahead);
+      }
+    }
+  }
+
+  // keys() for the block [b0, b0 + nb).
+  template <class KeyPrefetch, class ValuePrefetch>
+  void block(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb, QueryState* st,
+             std::size_t count, std::size_t first, KeyPrefetch& k_ahead, ValuePrefetch& v_ahead) {
     __m512i* wv = packed() + max_queries_ * 3 * geo_.segments;
     Int4Block blk(wv + geo_.segments * 16, geo_);
     float* s = acc_of(max_queries_);
     float* p = s + kDotBlock;
     auto* wf = reinterpret_cast<__m512*>(p + kDotBlock);
     const Int4Query* queries = queries_.get() + first;
-    for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-      nb = kv.block_rows(b0, t1, kDotBlock);
-      const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kDotBlock, after_range);
-      LinePrefetcher k_ahead(next.k, next.rows * geo_.row_bytes);
-      LinePrefetcher v_ahead(next.v, next.rows * geo_.row_bytes);
-      const std::byte* k = kv.k_row(kvh, b0);
-      const std::byte* v = kv.v_row(kvh, b0);
-      const auto visible = [&](std::size_t i) {  // rows of the block query i sees
-        return st[i].last_key < b0            ? 0
-               : st[i].last_key - b0 + 1 < nb ? st[i].last_key - b0 + 1
-                                              : nb;
-      };
-      const bool shared = count > 1;
-      if (shared) {
-        std::size_t n_max = 0;
-        for (std::size_t i = 0; i < count; ++i) n_max = visible(i) > n_max ? visible(i) : n_max;
-        if (n_max == 0) continue;
-        int4_unpack_block(k, v, n_max, geo_, blk, k_ahead, v_ahead);
-      }
-      for (std::size_t i = 0; i < count; ++i) {
-        const std::size_t n = visible(i);
-        if (n == 0) continue;  // the whole block lies after this query
-        float* a = acc_of(first + i);
-        if (shared) {
-          int4_block_scores(queries[i], blk, n, geo_, s);
-        } else {
-          int4_dot_scores(queries[i], k, n, geo_, s, k_ahead);
-        }
-        __m512 x[4];
-        softmax_block(st[i], s, n, a, geo_.positions, x);
-        for (int j = 0; j < 4; ++j) _mm512_store_ps(p + 16 * j, x[j]);
-        if (shared) {
-          const float w_scale = int4_block_weights(p, blk, n, geo_, wf, wv);
-          if (w_scale > 0.0f) int4_block_pv(wv, w_scale, blk, n, geo_, a);
-        } else {
-          const float w_scale = int4_dot_weights(p, v, n, geo_, wf, wv);
-          if (w_scale > 0.0f) int4_dot_pv(wv, w_scale, v, n, geo_, a, v_ahead);
-        }
-      }
-      k_ahead.rest();
-      v_ahead.rest();
+    const BlockRows k = kv.k_block(kvh, b0, nb);
+    const BlockRows v = kv.v_block(kvh, b0, nb);
+    const auto visible = [&](std::size_t i) {  // rows of the block query i sees
+      return st[i].last_key < b0 ? 0 : st[i].last_key - b0 + 1 < nb ? st[i].last_key - b0 + 1 : nb;
+    };
+    const bool shared = count > 1;
+    if (shared) {
+      std::size_t n_max = 0;
+      for (std::size_t i = 0; i < count; ++i) n_max = visible(i) > n_max ? visible(i) : n_max;
+      if (n_max == 0) return;
+      int4_unpack_block(k, v, n_max, geo_, blk, k_ahead, v_ahead);
     }
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t n = visible(i);
+      if (n == 0) continue;  // the whole block lies after this query
+      float* a = acc_of(first + i);
+      if (shared) {
+        int4_block_scores(queries[i], blk, n, geo_, s);
+      } else {
+        int4_dot_scores(queries[i], k, n, geo_, s, k_ahead);
+      }
+      __m512 x[4];
+      softmax_block(st[i], s, n, a, geo_.positions, x);
+      for (int j = 0; j < 4; ++j) _mm512_store_ps(p + 16 * j, x[j]);
+      if (shared) {
+        const float w_scale = int4_block_weights(p, blk, n, geo_, wf, wv);
+        if (w_scale > 0.0f) int4_block_pv(wv, w_scale, blk, n, geo_, a);
+      } else {
+        const float w_scale = int4_dot_weights(p, v, n, geo_, wf, wv);
+        if (w_scale > 0.0f) int4_dot_pv(wv, w_scale, v, n, geo_, a, v_ahead);
+      }
+    }
+    k_ahead.rest();
+    v_ahead.rest();
   }
 
   std::size_t max_queries_;
