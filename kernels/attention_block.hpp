@@ -444,6 +444,24 @@ void softmax_update(QueryState& st, const float* s, std::size_t n, const float* 
   st.m = m_new;
 }
 
+// s ← the scores of query q over rows [0, n) of k (block_scores' contract), from_cache: by
+// block_scores_fixed where head_dim = 8·W on AVX-512 (128: 8 query and 16 partial-sum
+// registers fit in its 32), the rest by block_scores.
+template <class A, KvDtype D, bool from_cache>
+void query_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::size_t n,
+                  std::size_t nv, const float* k_scale, float* s, const elem_t<D>* k_next,
+                  std::size_t n_next) {
+  std::size_t done = 0;
+  if constexpr (from_cache && std::is_base_of_v<xsimd::avx512f, A>) {
+    if (stride == 8 * fbatch<A>::size) {
+      done = block_scores_fixed<A, D, 8>(q, k, n, k_scale, s, k_next, n_next);
+    }
+  }
+  block_scores<A, D, from_cache>(
+      q, k + done * stride, stride, n - done, nv, k_scale ? k_scale + done : nullptr, s + done,
+      n_next > done ? k_next + done * stride : nullptr, n_next > done ? n_next - done : 0);
+}
+
 // Keys of `blk` visible to query `st` (causal): rows [0, result).
 template <KvDtype D>
 std::size_t visible_rows(const QueryState& st, const KeyBlock<D>& blk) {
@@ -459,19 +477,42 @@ template <class A, KvDtype D, bool from_cache>
 void attend_block(QueryState& st, const KeyBlock<D>& blk, std::size_t nv, float* s, float* p) {
   const std::size_t n = visible_rows(st, blk);
   if (n == 0) return;
-  std::size_t done = 0;
-  // head_dim = 8·W on AVX-512 (128): 8 query and 16 partial-sum registers fit in its 32.
-  if constexpr (from_cache && std::is_base_of_v<xsimd::avx512f, A>) {
-    if (blk.stride == 8 * fbatch<A>::size) {
-      done = block_scores_fixed<A, D, 8>(st.q, blk.k, n, blk.k_scale, s, blk.k_next, blk.n_next);
-    }
-  }
-  block_scores<A, D, from_cache>(st.q, blk.k + done * blk.stride, blk.stride, n - done, nv,
-                                 blk.k_scale ? blk.k_scale + done : nullptr, s + done,
-                                 blk.n_next > done ? blk.k_next + done * blk.stride : nullptr,
-                                 blk.n_next > done ? blk.n_next - done : 0);
+  query_scores<A, D, from_cache>(st.q, blk.k, blk.stride, n, nv, blk.k_scale, s, blk.k_next,
+                                 blk.n_next);
   softmax_update<A>(st, s, n, blk.v_scale, nv, p);
   block_pv<A, D>(p, blk.v, blk.stride, n, nv, st.acc, blk.v_next, blk.n_next);
+}
+
+// attend_block from the cache over a block whose rows run on across pages in chunks of 16
+// (BlockRows, KvView::chunked_block_rows; `stride` elements a row): each chunk's scores and
+// p·V by the row kernels, one softmax update for the block. Over pages of 16 tokens the
+// update, the accumulator passes and the block's setup then come once per 64 keys, not per
+// 16. k_next, v_next: the next block's first n_next rows, by chunk, each chunk requested as
+// the same chunk of this block is read.
+template <class A, KvDtype D>
+void attend_block_chunked(QueryState& st, const BlockRows& k, const BlockRows& v,
+                          std::size_t first_key, std::size_t nb, std::size_t stride, std::size_t nv,
+                          const float* k_scale, const float* v_scale, const BlockRows& k_next,
+                          const BlockRows& v_next, std::size_t n_next, float* s, float* p) {
+  if (st.last_key < first_key) return;
+  const std::size_t n = st.last_key - first_key + 1 < nb ? st.last_key - first_key + 1 : nb;
+  constexpr std::size_t C = BlockRows::kChunkRows;
+  const auto rows_of = [](const BlockRows& b, std::size_t r) {
+    return reinterpret_cast<const elem_t<D>*>(b.chunk[r / C]);
+  };
+  const auto ahead = [&](std::size_t r) {
+    return r < n_next ? (n_next - r < C ? n_next - r : C) : std::size_t{0};
+  };
+  for (std::size_t r = 0; r < n; r += C) {
+    query_scores<A, D, true>(st.q, rows_of(k, r), stride, n - r < C ? n - r : C, nv,
+                             k_scale ? k_scale + r : nullptr, s + r,
+                             ahead(r) ? rows_of(k_next, r) : nullptr, ahead(r));
+  }
+  softmax_update<A>(st, s, n, v_scale, nv, p);
+  for (std::size_t r = 0; r < n; r += C) {
+    block_pv<A, D>(p + r, rows_of(v, r), stride, n - r < C ? n - r : C, nv, st.acc,
+                   ahead(r) ? rows_of(v_next, r) : nullptr, ahead(r));
+  }
 }
 
 // Widens rows [0, n) of a cache block (row r at src + r * d) into an f32 tile with rows of

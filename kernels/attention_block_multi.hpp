@@ -30,8 +30,8 @@ struct MultiTile {
 // the block, W partial-sum vectors (lanes along head_dim) reduced by
 // a single haddp into the tile's W scores, written to s.
 template <class A, KvDtype D, std::size_t QM>
-void score_tile(QueryState* const* st, const std::size_t* n, std::size_t q0,
-                const KeyBlock<D>& blk, std::size_t nv, float* s, std::size_t s_stride) {
+void score_tile(QueryState* const* st, const std::size_t* n, std::size_t q0, const KeyBlock<D>& blk,
+                std::size_t nv, float* s, std::size_t s_stride) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size, KM = W / QM;
   const float* qp[QM];
@@ -194,6 +194,59 @@ void attend_block_multi(QueryState* st, std::size_t count, const KeyBlock<D>& bl
   if (i < live) {
     block_pv<A, D>(p + i * s_stride, blk.v, blk.stride, n[i], nv, active[i]->acc, blk.v_next,
                    i == 0 ? blk.n_next : 0);
+  }
+}
+
+// attend_block_multi from the cache over a block whose rows run on across pages in chunks of
+// 16 (BlockRows, KvView::chunked_block_rows; `stride` elements a row), for query states that
+// all see its first_key + nb rows (decode): each chunk's scores and p·V by the multi-query
+// kernels, one softmax update per query for the block. k_next, v_next: the next block's
+// first n_next rows, by chunk, each chunk requested as the same chunk of this block is read.
+template <class A, KvDtype D>
+void attend_block_multi_chunked(QueryState* st, std::size_t count, const BlockRows& k,
+                                const BlockRows& v, std::size_t first_key, std::size_t nb,
+                                std::size_t stride, std::size_t nv, const float* k_scale,
+                                const float* v_scale, const BlockRows& k_next,
+                                const BlockRows& v_next, std::size_t n_next, float* s, float* p,
+                                std::size_t s_stride, QueryState** active, std::size_t* n) {
+  constexpr std::size_t C = BlockRows::kChunkRows;
+  const auto chunk = [&](std::size_t r) {
+    const std::size_t ahead = r < n_next ? (n_next - r < C ? n_next - r : C) : 0;
+    return KeyBlock<D>{reinterpret_cast<const elem_t<D>*>(k.chunk[r / C]),
+                       reinterpret_cast<const elem_t<D>*>(v.chunk[r / C]),
+                       stride,
+                       first_key + r,
+                       nb - r < C ? nb - r : C,
+                       k_scale ? k_scale + r : nullptr,
+                       nullptr,
+                       ahead ? reinterpret_cast<const elem_t<D>*>(k_next.chunk[r / C]) : nullptr,
+                       ahead ? reinterpret_cast<const elem_t<D>*>(v_next.chunk[r / C]) : nullptr,
+                       ahead};
+  };
+  for (std::size_t i = 0; i < count; ++i) active[i] = &st[i];
+  for (std::size_t r = 0; r < nb; r += C) {
+    const KeyBlock<D> blk = chunk(r);
+    for (std::size_t i = 0; i < count; ++i) n[i] = blk.n;
+    multi_scores<A, D>(active, n, count, blk, nv, s + r, s_stride);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    softmax_update<A>(st[i], s + i * s_stride, nb, v_scale, nv, p + i * s_stride);
+  }
+  for (std::size_t r = 0; r < nb; r += C) {
+    const KeyBlock<D> blk = chunk(r);
+    const auto group = [&]<int Q>(std::size_t i) {
+      const float* pq[Q];
+      float* accq[Q];
+      for (int j = 0; j < Q; ++j) pq[j] = p + (i + j) * s_stride + r, accq[j] = st[i + j].acc;
+      multi_pv<A, D, Q>(pq, blk.v, stride, blk.n, nv, accq, blk.v_next, i == 0 ? blk.n_next : 0);
+    };
+    std::size_t i = 0;
+    for (; i + 4 <= count; i += 4) group.template operator()<4>(i);
+    if (i + 2 <= count) group.template operator()<2>(i), i += 2;
+    if (i < count) {
+      block_pv<A, D>(p + i * s_stride + r, blk.v, stride, blk.n, nv, st[i].acc, blk.v_next,
+                     i == 0 ? blk.n_next : 0);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 // and V row comes from memory once per step, not once per query head. Chunks of one head
 // are merged exactly afterwards: M = max m_c, L = Σ l_c e^(m_c − M),
 // out = Σ acc_c e^(m_c − M) / L.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -99,18 +100,44 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
                    const DecodeScratch<A>& ws) {
   constexpr std::size_t W = fbatch<A>::size;
   const std::size_t d = kv.head_dim;
+  // Rows read in place take blocks across pages (attend_block_chunked): one query, or several
+  // that all see the whole range (decode; a causal tile would need its rows cut per query).
+  bool all_see = true;
+  for (std::size_t i = 0; i < count; ++i) all_see = all_see && st[i].last_key + 1 >= t1;
+  const bool chunked = direct && (count == 1 || all_see);
   for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-    nb = kv.block_rows(b0, t1, kKeyBlock);
+    nb = chunked ? kv.chunked_block_rows(b0, t1, kKeyBlock) : kv.block_rows(b0, t1, kKeyBlock);
     const float* k_scale = nullptr;
     const float* v_scale = nullptr;
     if constexpr (D == KvDtype::int8) {
       block_scales<A>(kv, kvh, b0, nb, kKeyBlock, ws.k_scale, ws.v_scale, k_scale, v_scale);
     }
+    if (chunked && kv.paged() && kv.row_in_page(b0) + nb > kv.page_tokens) {
+      NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range);
+      for (std::size_t r = 0; r < next.rows; r += BlockRows::kChunkRows) {
+        const std::size_t n = std::min(BlockRows::kChunkRows, next.rows - r);
+        NextBlock::at(kv, next.kvh, next.pos + r, n).prefetch_scales();
+      }
+      const BlockRows k = kv.k_block(kvh, b0, nb), v = kv.v_block(kvh, b0, nb);
+      const BlockRows k_next = kv.k_block(next.kvh, next.pos, next.rows);
+      const BlockRows v_next = kv.v_block(next.kvh, next.pos, next.rows);
+      if (count == 1) {
+        attend_block_chunked<A, D>(st[0], k, v, b0, nb, d, nv, k_scale, v_scale, k_next, v_next,
+                                   next.rows, ws.s, ws.p);
+      } else {
+        attend_block_multi_chunked<A, D>(st, count, k, v, b0, nb, d, nv, k_scale, v_scale, k_next,
+                                         v_next, next.rows, ws.s, ws.p, kKeyBlock, ws.active.get(),
+                                         ws.rows.get());
+      }
+      continue;
+    }
     const auto* k = reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0));
     const auto* v = reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0));
     const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range);
     if (kv.paged()) next.prefetch_scales();
-    const std::size_t n_next = next.rows;
+    // A next block across pages: its first page's rows (the rest are elsewhere).
+    const std::size_t n_next =
+        next.spans_pages(kv) ? kv.page_tokens - kv.row_in_page(next.pos) : next.rows;
     const auto* k_next = reinterpret_cast<const elem_t<D>*>(next.k);
     const auto* v_next = reinterpret_cast<const elem_t<D>*>(next.v);
     if (direct) {
@@ -271,7 +298,8 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
       if constexpr (kPagesItself<Runner>) {
         if (by_page) runner.run_paged(kv, kvh0, heads_per_item, t0, t1, st, g);
       } else if (by_page) {
-        for_page_parts(kv, kvh0, heads_per_item, t0, t1, 0,
+        // Rows read in place take blocks across pages (run_key_range).
+        for_page_parts(kv, kvh0, heads_per_item, t0, t1, direct ? kKeyBlock : 0,
                        [&](std::size_t i, std::size_t b0, std::size_t b1, const NextBlock& next) {
                          ws.after_range = next;
                          runner.run(kv, kvh0 + i, b0, b1, st + i * g, g, nv, direct, ws);
