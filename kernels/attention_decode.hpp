@@ -167,7 +167,7 @@ struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
   KeyRunner(std::size_t head_dim, std::size_t max_queries) {
     if constexpr (kLanes) {
       if (HeadsInLanes<A>::suits(max_queries, HeadsInLanes<A>::kMinKeys)) {
-        lanes.emplace(head_dim, D != KvDtype::f32, max_queries);
+        lanes.emplace(head_dim, max_queries);
       }
     }
   }

@@ -90,9 +90,10 @@ class HeadsInLanes {
   // Worth it from W queries on, over ranges long enough to repay the transposes.
   static bool suits(std::size_t count, std::size_t keys) { return count >= W && keys >= kMinKeys; }
 
-  // tiles: room for a block of f32 rows widened from a 16-bit or int8 cache. max_queries:
-  // the most query states one run() takes (each pass of kLanes keeps its qᵀ, oᵀ, m and l).
-  HeadsInLanes(std::size_t head_dim, bool tiles, std::size_t max_queries)
+  // max_queries: the most query states one run() takes (each pass of kLanes keeps its qᵀ, oᵀ,
+  // m and l). The tiles hold a block of f32 rows widened from a 16-bit or int8 cache, or
+  // gathered from a block across pages.
+  HeadsInLanes(std::size_t head_dim, std::size_t max_queries)
       : max_passes_((max_queries + kLanes - 1) / kLanes),
         pass_floats_(head_dim * kLanes),
         qt_(pass_floats_ * max_passes_),
@@ -101,7 +102,8 @@ class HeadsInLanes {
         visible_(kLanes * max_passes_),
         pass_rows_(max_passes_),
         s_(kBlock * kLanes),
-        tiles_(tiles ? 2 * kBlock * padded(head_dim) : 0) {}
+        tiles_(2 * kBlock * padded(head_dim)),
+        scales_(2 * kBlock) {}
 
   // Query states st[0, count) attend to keys [t0, t1) of kv head kvh (cache of type D, both
   // K and V): the KeyRunner contract of attention_decode.hpp (st[i].q pre-scaled, keys after
@@ -127,7 +129,7 @@ class HeadsInLanes {
     first.rest();
 
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
-      nb = kv.block_rows(b0, t1, kBlock);
+      nb = kv.chunked_block_rows(b0, t1, kBlock);  // across pages of 16 too
       std::size_t rows = 0;  // the most rows any pass sees; pass_rows_: each pass's most
       for (std::size_t pass = 0; pass < passes; ++pass) {
         const std::size_t seen = lane_visible_rows(st + pass * kLanes, lanes_of(pass), kLanes, b0,
@@ -141,7 +143,9 @@ class HeadsInLanes {
       // kernels; otherwise the rows any lane sees widened into the tiles (widen_rows
       // prefetches the next block).
       Block blk;
-      if constexpr (D == KvDtype::f32) {
+      if (kv.paged() && kv.row_in_page(b0) + nb > kv.page_tokens) {
+        gather_block<D>(kv, kvh, b0, nb, rows, t1, blk);
+      } else if constexpr (D == KvDtype::f32) {
         blk.k = reinterpret_cast<const float*>(kv.k_row(kvh, b0));
         blk.v = reinterpret_cast<const float*>(kv.v_row(kvh, b0));
         blk.k_next = reinterpret_cast<const float*>(next.k);
@@ -192,6 +196,41 @@ class HeadsInLanes {
     const float *k_scale = nullptr, *v_scale = nullptr;
     std::size_t stride = 0, n_next = 0;
   };
+
+  // A block across pages of 16 (KvView::chunked_block_rows): its first `rows` rows gathered,
+  // and widened, into the tiles chunk by chunk, each chunk requesting the same chunk of the
+  // next block; int8 scales gathered likewise. Over pages of 16 the passes then work on
+  // 64-key blocks, not 16 (MQA f32 at 32,768 tokens: 1.9x the contiguous step before).
+  template <KvDtype D>
+  void gather_block(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb,
+                    std::size_t rows, std::size_t t1, Block& blk) {
+    constexpr std::size_t C = BlockRows::kChunkRows;
+    const std::size_t d = kv.head_dim;
+    blk.stride = padded(d);
+    float* k_tile = tiles_.get();
+    float* v_tile = k_tile + kBlock * blk.stride;
+    const std::size_t next = kv.chunked_block_rows(b0 + nb, t1, kBlock);
+    for (std::size_t r = 0; r < rows; r += C) {
+      const std::size_t n = rows - r < C ? rows - r : C;
+      const std::size_t ahead = r < next ? (next - r < C ? next - r : C) : 0;
+      const auto at = [&](const std::byte* row) { return reinterpret_cast<const elem_t<D>*>(row); };
+      widen_rows<A, D>(at(kv.k_row(kvh, b0 + r)), d, n, blk.stride / W, k_tile + r * blk.stride,
+                       ahead ? at(kv.k_row(kvh, b0 + nb + r)) : nullptr, ahead);
+      widen_rows<A, D>(at(kv.v_row(kvh, b0 + r)), d, n, blk.stride / W, v_tile + r * blk.stride,
+                       ahead ? at(kv.v_row(kvh, b0 + nb + r)) : nullptr, ahead);
+      if constexpr (D == KvDtype::int8) {
+        for (std::size_t i = 0; i < n; ++i) {
+          scales_.get()[r + i] = kv.k_scales(kvh, b0 + r)[i];
+          scales_.get()[kBlock + r + i] = kv.v_scales(kvh, b0 + r)[i];
+        }
+      }
+    }
+    blk.k = k_tile, blk.v = v_tile;
+    if constexpr (D == KvDtype::int8) {
+      blk.k_scale = scales_.get();
+      blk.v_scale = scales_.get() + kBlock;
+    }
+  }
 
   // Pass `pass` keeps qᵀ and oᵀ as d rows of QV·W floats (QV = 2 vectors of lanes, 1 for a
   // pass of at most W queries; lanes past `lanes` are idle: q = 0, every key visible, results
@@ -357,7 +396,7 @@ class HeadsInLanes {
   std::size_t max_passes_, pass_floats_;
   Scratch<A> qt_, ot_, ml_, visible_;
   Scratch<A, std::size_t> pass_rows_;
-  Scratch<A> s_, tiles_;
+  Scratch<A> s_, tiles_, scales_;
 };
 
 }  // namespace kvscope::simd
