@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/attention_block.hpp"
 #include "kernels/units/amx_tiles.hpp"
 
 namespace kvscope {
@@ -37,20 +38,31 @@ __m256i round_to_bf16(__m512 v) {
   return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
 }
 
-// out[r · k + i] ← bf16(x[r · k + i]) for r < m, 0 for the rows up to `padded`.
+// x rounded to bf16 in A-tile order: per pair of 32 rows and per step of 32 columns, the
+// tile of rows 0–15 then that of rows 16–31, each 16 rows × 64 bytes, so that every A tile
+// is one contiguous KiB (x's own rows lie k · 2 bytes apart: a tile's 16 rows in 16 pages).
+// Rows from m up to `padded` are zeros.
+std::size_t a_tile_offset(std::size_t r, std::size_t step, std::size_t steps) {
+  return ((r / kPair * steps + step) * 2 + r % kPair / kTile) * kTileWords * 2 + r % kTile * kStep;
+}
+
 void round_rows(const float* x, std::size_t m, std::size_t k, std::size_t padded,
                 std::uint16_t* out) {
+  const std::size_t steps = k / kStep;
 #pragma omp for schedule(static)
   for (long r = 0; r < static_cast<long>(padded); ++r) {
-    std::uint16_t* row = out + static_cast<std::size_t>(r) * k;
-    if (static_cast<std::size_t>(r) >= m) {
-      std::memset(row, 0, k * sizeof(std::uint16_t));
-      continue;
-    }
-    const float* in = x + static_cast<std::size_t>(r) * k;
-    for (std::size_t i = 0; i < k; i += kTile) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + i),
-                          round_to_bf16(_mm512_loadu_ps(in + i)));
+    const auto row = static_cast<std::size_t>(r);
+    const float* in = x + row * k;
+    for (std::size_t s = 0; s < steps; ++s) {
+      std::uint16_t* dst = out + a_tile_offset(row, s, steps);
+      if (row >= m) {
+        std::memset(dst, 0, kStep * sizeof(std::uint16_t));
+        continue;
+      }
+      for (std::size_t i = 0; i < kStep; i += kTile) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                            round_to_bf16(_mm512_loadu_ps(in + s * kStep + i)));
+      }
     }
   }
 }
@@ -83,10 +95,12 @@ void pack_b_tile(const std::uint16_t* src, std::size_t stride, std::uint32_t* ds
 }
 
 // C[32 x rows × 32 W rows] (+)= A · B over `steps` steps: tiles 0–3 C (x row tile × W row
-// tile), 4–5 A (x rows, `a_stride` bytes apart), 6–7 B (two packed W row tiles). C's rows
-// are `c_stride` bytes apart; `accumulate` loads them first (a later block of K).
-void pair_products(const std::uint16_t* a, std::size_t a_stride, const std::uint32_t* b,
-                   std::size_t steps, float* c, std::size_t c_stride, bool accumulate) {
+// tile), 4–5 A (the x row pair's tiles, a_tile_offset's order from `a`), 6–7 B (two packed W
+// row tiles). C's rows are `c_stride` bytes apart; `accumulate` loads them first (a later
+// block of K). Each step requests `lines` lines of `next` (the next row pair's A tiles).
+void pair_products(const std::uint16_t* a, const std::uint32_t* b, std::size_t steps, float* c,
+                   std::size_t c_stride, bool accumulate, simd::LinePrefetcher& next,
+                   std::size_t lines) {
   float* c_low = c + kTile * (c_stride / sizeof(float));  // x rows 16–31
   if (accumulate) {
     tile_load<0>(c, c_stride);
@@ -99,15 +113,17 @@ void pair_products(const std::uint16_t* a, std::size_t a_stride, const std::uint
     tile_zero<2>();
     tile_zero<3>();
   }
-  const std::uint16_t* a_low = a + kTile * (a_stride / sizeof(std::uint16_t));
+  constexpr std::size_t kRowBytes = kStep * sizeof(std::uint16_t);
   const std::uint32_t* b_second = b + steps * kTileWords;
   for (std::size_t s = 0; s < steps; ++s) {
-    tile_load<4>(a + s * kStep, a_stride);
+    for (std::size_t l = 0; l < lines; ++l) next.next();
+    const std::uint16_t* at = a + s * 2 * kTileWords * 2;
+    tile_load<4>(at, kRowBytes);
     tile_load<6>(b + s * kTileWords, kTile * sizeof(std::uint32_t));
     tile_dp_bf16<0, 4, 6>();
     tile_load<7>(b_second + s * kTileWords, kTile * sizeof(std::uint32_t));
     tile_dp_bf16<1, 4, 7>();
-    tile_load<5>(a_low + s * kStep, a_stride);
+    tile_load<5>(at + kTileWords * 2, kRowBytes);
     tile_dp_bf16<2, 5, 6>();
     tile_dp_bf16<3, 5, 7>();
   }
@@ -134,6 +150,7 @@ void gemm_bf16_amx_blocked(const float* x, std::size_t m, const WeightsView& w, 
         " rows × W " + std::to_string(w.rows) + " × " + std::to_string(w.cols));
   }
   const std::size_t k = w.cols, n = w.rows, padded = (m + kPair - 1) / kPair * kPair;
+  const std::size_t k_steps = k / kStep;
   const std::size_t full = m / kPair * kPair;  // x rows whose C tiles are y's own rows
   const auto* wd = static_cast<const std::uint16_t*>(w.data);
   threads = std::max(1, threads);
@@ -168,12 +185,22 @@ void gemm_bf16_amx_blocked(const float* x, std::size_t m, const WeightsView& w, 
         const auto c_stride = [&](std::size_t r) {
           return (r < full ? n : last - first) * sizeof(float);
         };
+        // While a row pair's tiles meet the block's W row pairs, the next pair's tiles for
+        // this block of K are requested into L2, a share per W row pair: read first from L3
+        // by the tile loads, they held the first W row pair's products up.
+        const std::size_t pair_bytes = steps * 2 * kTileWords * 4;
+        const std::size_t groups = rows / kPair;
+        const std::size_t lines = (pair_bytes / 64 + groups * steps - 1) / (groups * steps);
         for (std::size_t r = 0; r < padded; r += kPair) {
-          const std::uint16_t* a = xb + r * k + k0;
+          const std::uint16_t* a = xb + a_tile_offset(r, k0 / kStep, k_steps);
+          simd::LinePrefetcher next(
+              r + kPair < padded ? xb + a_tile_offset(r + kPair, k0 / kStep, k_steps) : nullptr,
+              pair_bytes);
           for (std::size_t j = 0; j < rows; j += kPair) {
             const std::uint32_t* b = packed + j / kTile * steps * kTileWords;
-            pair_products(a, k * sizeof(std::uint16_t), b, steps, c_of(r, j), c_stride(r), k0 > 0);
+            pair_products(a, b, steps, c_of(r, j), c_stride(r), k0 > 0, next, lines);
           }
+          next.rest();
         }
       }
     }
