@@ -101,6 +101,8 @@ nlohmann::json row_json(const ReportRow& r) {
           {"attn_seconds_stdev", r.attn_seconds_stdev},
           {"attn_seconds_repetitions", r.attn_seconds_repetitions},
           {"read_bandwidth_gbps_repetitions", r.read_bandwidth_repetitions},
+          {"fma_peak_gflops_repetitions", r.fma_peak_repetitions},
+          {"compute_peak_gops_repetitions", r.compute_peak_repetitions},
           {"attn_tokens_per_s", r.attn_tokens_per_s},
           {"attn_gbps", r.attn_gbps},
           {"read_bandwidth_gbps", r.read_bandwidth_gbps},

@@ -24,7 +24,7 @@ double median_or_zero(const std::vector<double>& values) {
 }
 
 std::string format(const char* pattern, double a, double b = 0) {
-  char text[96];
+  char text[192];
   std::snprintf(text, sizeof text, pattern, a, b);
   return text;
 }
@@ -97,6 +97,19 @@ QuietVerdict judge_quiet(const MachineObservations& seen, const QuietThresholds&
   const double drift = median_or_zero(seen.bandwidth_drifts);
   if (drift > limits.bandwidth_drift) {
     reasons.push_back(format("read bandwidth drifted %.1f× between repetitions", drift));
+  }
+  const double peak_drift = median_or_zero(seen.peak_drifts);
+  if (peak_drift > limits.peak_drift) {
+    reasons.push_back(format("FMA peak drifted %.1f× between repetitions", peak_drift));
+  }
+  // Threads beyond the cores cannot scale: judged against the cores they can have.
+  const double parallel = std::min<double>(seen.threads, cores);
+  const double scaling = median_or_zero(seen.thread_scalings);
+  if (parallel > 1 && !seen.thread_scalings.empty() &&
+      scaling < limits.thread_scaling * parallel) {
+    reasons.push_back(format("%.0f threads reached %.1f× one thread's FMA peak (vCPUs sharing a "
+                             "physical core, or others running on them)",
+                             parallel, scaling));
   }
   QuietVerdict verdict;
   verdict.unstable = !reasons.empty();

@@ -31,6 +31,12 @@ struct MachineObservations {
   double steal_fraction = 0;             // steal ÷ all CPU time over the run
   std::vector<double> step_spreads;      // per row: slowest ÷ fastest repetition's median step
   std::vector<double> bandwidth_drifts;  // per row: highest ÷ lowest repetition's read loop
+  std::vector<double> peak_drifts;       // per row: highest ÷ lowest repetition's FMA peak
+  // Per repetition: the FMA peak on `threads` threads ÷ on one thread (empty for one thread).
+  // A hypervisor may run two vCPUs on one physical core's two hardware threads: they then
+  // share its FMA (and AMX) units, and two threads compute no faster than one.
+  int threads = 1;
+  std::vector<double> thread_scalings;
 };
 
 // The load, the cores, the others' CPU time and the steal between two samples (the spreads
@@ -44,6 +50,8 @@ struct QuietThresholds {
   double steal_fraction = 0.05;        // more than 5% of CPU time stolen
   double step_spread = 1.5;            // median row's repetitions more than 1.5× apart
   double bandwidth_drift = 1.5;        // median row's read loop more than 1.5× apart
+  double peak_drift = 1.5;             // median row's FMA peak probes more than 1.5× apart
+  double thread_scaling = 0.7;         // N threads' FMA peak under 0.7 × N × one thread's
 };
 
 struct QuietVerdict {

@@ -1,7 +1,6 @@
 #include "engine/measure/report.hpp"
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -87,6 +86,7 @@ CachePlan report_plan(const ReportRequest& r, const LayerConfig& config, KvTypes
 }
 
 constexpr int kReadLoopRepeats = 7;  // read-loop sweeps per row, shared among the repetitions
+constexpr int kPeakRepeats = 3;      // runs of each compute-peak probe per row and repetition
 
 // A row's shape, sizes and FLOPs, before anything is measured.
 ReportRow row_shape(const ReportRequest& r, const RowShape& shape, KvTypes dtype,
@@ -158,6 +158,8 @@ void finish_row(ReportRow& row, const std::vector<double>& model_steps, int repe
   row.attn_gbps =
       static_cast<double>(row.bytes_read_per_model_step) / row.model_attn_seconds_median / 1e9;
   row.read_bandwidth_gbps = median(row.read_bandwidth_repetitions);
+  row.fma_peak_gflops = median(row.fma_peak_repetitions);
+  row.compute_peak_gops = median(row.compute_peak_repetitions);
   row.fraction_of_bandwidth = row.attn_gbps / row.read_bandwidth_gbps;
   row.speed_of_light_seconds = speed_of_light_seconds(
       row.bytes_read_per_step, row.flops_per_step, row.read_bandwidth_gbps, row.compute_peak_gops);
@@ -268,17 +270,6 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
 
   std::string llc_source;
   const std::uint64_t llc = report_llc_bytes(r, &llc_source);
-  if (r.progress) r.progress("the FMA peak");
-  const double fma_peak = measure_fma_peak_gflops(r.isa, r.threads);
-  // Each unit's peak, measured once, the first time a row runs on it.
-  std::map<ComputeUnit, double> unit_peaks{{ComputeUnit::fp32_fma, fma_peak}};
-  const auto unit_peak = [&](ComputeUnit unit) {
-    if (unit_peaks.count(unit) == 0) {
-      if (r.progress) r.progress("the " + std::string(to_string(unit)) + " peak");
-      unit_peaks[unit] = measure_unit_peak_gops(unit, r.isa, r.threads);
-    }
-    return unit_peaks[unit];
-  };
   std::vector<ReportRow> rows;
   for (const RowShape& shape : row_shapes(r)) {
     for (KvTypes dtype : r.kv_dtypes) {
@@ -295,7 +286,12 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
     LayerTiming layer;
   };
   std::vector<BatchedLayer> batched;
+  std::vector<double> thread_scalings;  // per pass: the FMA peak on r.threads ÷ on one
   for (int pass = 0; pass < r.repetitions; ++pass) {
+    if (r.threads > 1) {
+      const double one = measure_fma_peak_gflops(r.isa, 1, kPeakRepeats);
+      thread_scalings.push_back(measure_fma_peak_gflops(r.isa, r.threads, kPeakRepeats) / one);
+    }
     for (std::size_t i = 0; i < rows.size(); ++i) {
       ReportRow& row = rows[i];
       if (r.progress) {
@@ -330,10 +326,14 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       read_plan.cache_bytes = t.bytes_read_per_layer;
       row.read_bandwidth_repetitions.push_back(
           measure_read_bandwidth_gbps(read_plan, r.isa, r.threads, read_repeats_per_pass));
+      const double fma_peak = measure_fma_peak_gflops(r.isa, r.threads, kPeakRepeats);
+      row.fma_peak_repetitions.push_back(fma_peak);
+      row.compute_peak_repetitions.push_back(
+          t.unit == ComputeUnit::fp32_fma
+              ? fma_peak
+              : measure_unit_peak_gops(t.unit, r.isa, r.threads, kPeakRepeats));
       if (pass > 0) continue;
       row.compute_unit = t.unit;
-      row.compute_peak_gops = unit_peak(t.unit);
-      row.fma_peak_gflops = fma_peak;
       row.cold_method =
           r.cache_state == CacheState::warm ? "none" : std::string(to_string(t.plan.method));
       row.caches_allocated = t.plan.caches;
@@ -412,10 +412,13 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
     }
   }
   MachineObservations seen = observe(before, sample_machine());
+  seen.threads = r.threads;
+  seen.thread_scalings = thread_scalings;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     finish_row(rows[i], steps[i], r.repetitions);
     seen.step_spreads.push_back(spread(rows[i].attn_seconds_repetitions));
     seen.bandwidth_drifts.push_back(spread(rows[i].read_bandwidth_repetitions));
+    seen.peak_drifts.push_back(spread(rows[i].fma_peak_repetitions));
   }
   for (const BatchedLayer& b : batched) {
     ReportRow row = rows[b.row];

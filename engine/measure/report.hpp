@@ -90,12 +90,16 @@ struct ReportRow {
   double attn_seconds_mean = 0, attn_seconds_stdev = 0;
   std::vector<double> attn_seconds_repetitions;    // each repetition's median step
   std::vector<double> read_bandwidth_repetitions;  // each repetition's read loop, GB/s
+  // Each repetition's probes of the FMA peak and of compute_unit's peak, run beside its
+  // steps: on a host whose speed drifts (other tenants) a peak probed once, at another
+  // moment, set rows above 1.0 of their speed of light.
+  std::vector<double> fma_peak_repetitions, compute_peak_repetitions;
   double attn_tokens_per_s = 0;
   double attn_gbps = 0;
   double read_bandwidth_gbps = 0;    // plain read loop, same bytes and threads (median)
   double fraction_of_bandwidth = 0;  // attn_gbps / read_bandwidth_gbps
-  double fma_peak_gflops = 0;
-  double compute_peak_gops = 0;           // measured peak of compute_unit, same run
+  double fma_peak_gflops = 0;             // median of fma_peak_repetitions
+  double compute_peak_gops = 0;           // median of compute_peak_repetitions
   double speed_of_light_seconds = 0;      // max(bytes ÷ bandwidth, FLOPs ÷ unit peak)
   double fraction_of_speed_of_light = 0;  // speed of light ÷ measured median
   std::string bound;                      // "memory" or "compute"
@@ -147,8 +151,8 @@ std::uint64_t report_peak_bytes(const ReportRequest& request);
 
 // Validates the request (refusing shapes that will not fit in memory before allocating
 // anything), then measures every row: `repetitions` passes over all rows, each pass timing
-// ⌈steps ÷ repetitions⌉ decode steps and the read loop of every row, so a slow drift of the
-// machine hits all rows alike; accuracy and the full layer are measured once per row, after
+// ⌈steps ÷ repetitions⌉ decode steps, the read loop and the compute peaks of every row, so a
+// slow drift of the machine hits all rows, and their roofs, alike; accuracy and the full layer are measured once per row, after
 // the passes, so that every pass times its steps alike. Watches the machine meanwhile and
 // marks every row unstable when it was not quiet. Throws std::invalid_argument /
 // std::length_error.

@@ -16,7 +16,10 @@ MachineObservations quiet() {
           .others_busy_cores = 0.04,
           .steal_fraction = 0.0,
           .step_spreads = {1.05, 1.1, 1.02, 1.2},
-          .bandwidth_drifts = {1.03, 1.08, 1.1, 1.01}};
+          .bandwidth_drifts = {1.03, 1.08, 1.1, 1.01},
+          .peak_drifts = {1.02, 1.1, 1.04, 1.0},
+          .threads = 2,
+          .thread_scalings = {1.95, 1.9, 2.0}};
 }
 
 TEST(MachineQuiet, QuietNumbersGiveNoWarning) {
@@ -49,6 +52,18 @@ TEST(MachineQuiet, EachThresholdAloneMakesARunUnstable) {
   o = quiet();
   o.bandwidth_drifts = {2.1, 2.0, 1.2};
   EXPECT_EQ(judge_quiet(o).reason, "read bandwidth drifted 2.0× between repetitions");
+  o = quiet();
+  o.peak_drifts = {2.1, 1.7, 1.2};
+  EXPECT_EQ(judge_quiet(o).reason, "FMA peak drifted 1.7× between repetitions");
+  o = quiet();
+  o.thread_scalings = {1.02, 0.98, 1.9};  // two vCPUs on one core's two hardware threads
+  EXPECT_EQ(judge_quiet(o).reason,
+            "2 threads reached 1.0× one thread's FMA peak (vCPUs sharing a physical core, or "
+            "others running on them)");
+  o.threads = 8;  // as many threads as cores are judged, not more: 2 here
+  EXPECT_TRUE(judge_quiet(o).unstable);
+  o.threads = 1;  // nothing to scale
+  EXPECT_FALSE(judge_quiet(o).unstable);
   // Just under each limit: quiet.
   o = quiet();
   o.load_1min = 2.0;
@@ -56,6 +71,8 @@ TEST(MachineQuiet, EachThresholdAloneMakesARunUnstable) {
   o.steal_fraction = 0.05;
   o.step_spreads = {1.5};
   o.bandwidth_drifts = {1.5};
+  o.peak_drifts = {1.5};
+  o.thread_scalings = {1.4};
   EXPECT_FALSE(judge_quiet(o).unstable) << judge_quiet(o).reason;
 }
 
