@@ -105,11 +105,11 @@ QuietVerdict judge_quiet(const MachineObservations& seen, const QuietThresholds&
   // Threads beyond the cores cannot scale: judged against the cores they can have.
   const double parallel = std::min<double>(seen.threads, cores);
   const double scaling = median_or_zero(seen.thread_scalings);
-  if (parallel > 1 && !seen.thread_scalings.empty() &&
-      scaling < limits.thread_scaling * parallel) {
-    reasons.push_back(format("%.0f threads reached %.1f× one thread's FMA peak (vCPUs sharing a "
-                             "physical core, or others running on them)",
-                             parallel, scaling));
+  if (parallel > 1 && !seen.thread_scalings.empty() && scaling < limits.thread_scaling * parallel) {
+    reasons.push_back(
+        format("%.0f threads reached %.1f× one thread's FMA peak (vCPUs sharing a "
+               "physical core, or others running on them)",
+               parallel, scaling));
   }
   QuietVerdict verdict;
   verdict.unstable = !reasons.empty();
