@@ -96,8 +96,8 @@ struct ReportRow {
   std::vector<double> fma_peak_repetitions, compute_peak_repetitions;
   double attn_tokens_per_s = 0;
   double attn_gbps = 0;
-  double read_bandwidth_gbps = 0;    // plain read loop, same bytes and threads (median)
-  double fraction_of_bandwidth = 0;  // attn_gbps / read_bandwidth_gbps
+  double read_bandwidth_gbps = 0;         // plain read loop, same bytes and threads (median)
+  double fraction_of_bandwidth = 0;       // attn_gbps / read_bandwidth_gbps
   double fma_peak_gflops = 0;             // median of fma_peak_repetitions
   double compute_peak_gops = 0;           // median of compute_peak_repetitions
   double speed_of_light_seconds = 0;      // max(bytes ÷ bandwidth, FLOPs ÷ unit peak)
@@ -152,10 +152,10 @@ std::uint64_t report_peak_bytes(const ReportRequest& request);
 // Validates the request (refusing shapes that will not fit in memory before allocating
 // anything), then measures every row: `repetitions` passes over all rows, each pass timing
 // ⌈steps ÷ repetitions⌉ decode steps, the read loop and the compute peaks of every row, so a
-// slow drift of the machine hits all rows, and their roofs, alike; accuracy and the full layer are measured once per row, after
-// the passes, so that every pass times its steps alike. Watches the machine meanwhile and
-// marks every row unstable when it was not quiet. Throws std::invalid_argument /
-// std::length_error.
+// slow drift of the machine hits all rows, and their roofs, alike; accuracy and the full layer are
+// measured once per row, after the passes, so that every pass times its steps alike. Watches the
+// machine meanwhile and marks every row unstable when it was not quiet. Throws
+// std::invalid_argument / std::length_error.
 std::vector<ReportRow> run_report(const ReportRequest& request);
 
 }  // namespace kvscope
