@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,7 +24,22 @@
 
 namespace kvscope::bench {
 
-inline constexpr int kThreads = 2;  // this machine's cores
+// Threads of every benchmark: this machine's 2 cores, or $KVSCOPE_BENCH_THREADS (1 to 64).
+// One thread gave the steadiest A/B timings on the shared Intel Xeon VM, where two threads
+// moved 1.5–2.5× between runs; more serve a bigger machine's thread scaling.
+inline int bench_threads() {
+  const char* text = std::getenv("KVSCOPE_BENCH_THREADS");
+  if (text == nullptr) return 2;
+  char* end = nullptr;
+  const long n = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || n < 1 || n > 64) {
+    std::fprintf(stderr, "KVSCOPE_BENCH_THREADS must be a whole number from 1 to 64, got '%s'\n",
+                 text);
+    std::exit(2);
+  }
+  return static_cast<int>(n);
+}
+inline const int kThreads = bench_threads();
 
 struct CacheKey {
   std::size_t n_kv_heads, head_dim, tokens;
