@@ -14,7 +14,7 @@ namespace kvscope {
 // tokens each chunk lies in its own page (KvView::chunked_block_rows).
 struct BlockRows {
   static constexpr std::size_t kChunkRows = 16;
-  static constexpr std::size_t kMaxChunks = 4;  // blocks of up to 64 rows
+  static constexpr std::size_t kMaxChunks = 8;  // blocks of up to 128 rows
   const std::byte* chunk[kMaxChunks] = {};
   std::size_t row_bytes = 0;
 
@@ -132,7 +132,7 @@ struct KvView {
     if (b0 >= end) return 0;
     return end - b0 < max_rows ? end - b0 : max_rows;
   }
-  // Rows [b0, b0 + nb) of kv head kv_head (nb at most 64, from chunked_block_rows) by chunk.
+  // Rows [b0, b0 + nb) of kv head kv_head (nb at most 128, from chunked_block_rows) by chunk.
   BlockRows k_block(std::size_t kv_head, std::size_t b0, std::size_t nb) const {
     BlockRows rows{.row_bytes = k_row_bytes()};
     for (std::size_t c = 0; c * BlockRows::kChunkRows < nb; ++c)
