@@ -4,8 +4,8 @@
 // (amx_f16_split.hpp). The runner of ComputeUnit::amx_int8 and amx_bf16 (MQA, GQA decode,
 // prefill tiles). Include only from kernels/arch/avx512_amx.cpp.
 //
-// Per pass of up to 64 queries (4 chunks of 16, one accumulator tile each) and per block of
-// 64 keys:
+// Per pass of up to 64 queries (4 chunks of 16, one accumulator tile each) and per softmax
+// block (64 keys for int8, 128 for bf16 and f16, AmxValues::kBlock):
 //   scores  Sᵀ[16 keys × 16 queries] = K_chunk · Qᵀ: the A tile is 16 cache rows loaded in
 //           place (row stride = the cache row), the B tile the queries packed once per pass
 //           in 32-bit groups, qᵀ[group][query] (int8: q quantized per query against its
