@@ -13,6 +13,7 @@
 #include <chrono>
 #include <vector>
 
+#include "bench/bench_util.hpp"
 #include "engine/dnnl_matmul.hpp"
 #include "engine/layer_weights.hpp"
 #include "engine/measure/machine_limits.hpp"
@@ -33,7 +34,7 @@ namespace {
 
 using namespace kvscope;
 
-constexpr int kThreads = 2;
+const int kThreads = bench::bench_threads();  // 2, or $KVSCOPE_BENCH_THREADS
 
 // FLOP/s of `burn(iterations)` (which returns the FLOPs it performed).
 template <class Burn>
