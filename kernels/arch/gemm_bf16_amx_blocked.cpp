@@ -24,6 +24,7 @@ using simd::tile_zero;
 constexpr std::size_t kStep = 32;                  // K elements per tile product
 constexpr std::size_t kTile = 16;                  // rows of a tile, f32 columns of a C tile
 constexpr std::size_t kTileWords = kTile * kTile;  // 32-bit words in a tile
+constexpr std::size_t kTileBf16 = 2 * kTileWords;  // bf16 elements in a tile (one KiB)
 constexpr std::size_t kPair = 2 * kTile;           // rows of x, and of W, per 2 × 2 tile group
 
 // 16 floats rounded to bf16 as f32_to_bf16_bits rounds them: to nearest even, NaN kept quiet.
@@ -43,7 +44,7 @@ __m256i round_to_bf16(__m512 v) {
 // is one contiguous KiB (x's own rows lie k · 2 bytes apart: a tile's 16 rows in 16 pages).
 // Rows from m up to `padded` are zeros.
 std::size_t a_tile_offset(std::size_t r, std::size_t step, std::size_t steps) {
-  return ((r / kPair * steps + step) * 2 + r % kPair / kTile) * kTileWords * 2 + r % kTile * kStep;
+  return ((r / kPair * steps + step) * 2 + r % kPair / kTile) * kTileBf16 + r % kTile * kStep;
 }
 
 void round_rows(const float* x, std::size_t m, std::size_t k, std::size_t padded,
@@ -117,13 +118,13 @@ void pair_products(const std::uint16_t* a, const std::uint32_t* b, std::size_t s
   const std::uint32_t* b_second = b + steps * kTileWords;
   for (std::size_t s = 0; s < steps; ++s) {
     for (std::size_t l = 0; l < lines; ++l) next.next();
-    const std::uint16_t* at = a + s * 2 * kTileWords * 2;
+    const std::uint16_t* at = a + s * 2 * kTileBf16;
     tile_load<4>(at, kRowBytes);
     tile_load<6>(b + s * kTileWords, kTile * sizeof(std::uint32_t));
     tile_dp_bf16<0, 4, 6>();
     tile_load<7>(b_second + s * kTileWords, kTile * sizeof(std::uint32_t));
     tile_dp_bf16<1, 4, 7>();
-    tile_load<5>(at + kTileWords * 2, kRowBytes);
+    tile_load<5>(at + kTileBf16, kRowBytes);
     tile_dp_bf16<2, 5, 6>();
     tile_dp_bf16<3, 5, 7>();
   }
@@ -188,7 +189,7 @@ void gemm_bf16_amx_blocked(const float* x, std::size_t m, const WeightsView& w, 
         // While a row pair's tiles meet the block's W row pairs, the next pair's tiles for
         // this block of K are requested into L2, a share per W row pair: read first from L3
         // by the tile loads, they held the first W row pair's products up.
-        const std::size_t pair_bytes = steps * 2 * kTileWords * 4;
+        const std::size_t pair_bytes = steps * 2 * kTileBf16 * sizeof(std::uint16_t);
         const std::size_t groups = rows / kPair;
         const std::size_t lines = (pair_bytes / 64 + groups * steps - 1) / (groups * steps);
         for (std::size_t r = 0; r < padded; r += kPair) {

@@ -1,8 +1,8 @@
 #pragma once
 // P·V of the AMX attention kernels (amx_heads_in_lanes.hpp) and the accumulator rows it
-// updates: per softmax block (kBlock keys), the softmax weights wᵀ[key][query] become A tiles, one
-// row per query, and O[16 queries × 16 columns] accumulates on the tiles. Include only from
-// kernels/arch/avx512_amx.cpp.
+// updates: per softmax block (kBlock keys), the softmax weights wᵀ[key][query] become A
+// tiles, one row per query, and O[16 queries × 16 columns] accumulates on the tiles. Include
+// only from kernels/arch/avx512_amx.cpp.
 //   int8: u8 weights (p · v_scale against the query's largest in the block) × the value rows
 //         interleaved 4 to a 32-bit group (interleave_values), tdpbusd, 64 keys a product;
 //         each block's int32 sums join the f32 accumulator once:
