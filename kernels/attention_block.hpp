@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/kv_view.hpp"
 #include "kernels/simd_rows.hpp"
@@ -576,16 +577,28 @@ template <class A, class T = float>
 class Scratch {
  public:
   explicit Scratch(std::size_t count)
-      : data_(static_cast<T*>(std::aligned_alloc(64, (count * sizeof(T) + 64) / 64 * 64))) {
+      : data_(static_cast<T*>(std::aligned_alloc(64, (count * sizeof(T) + 64) / 64 * 64))),
+        count_(count) {
     if (data_ == nullptr) std::abort();  // inside an OpenMP region: cannot throw out
   }
   ~Scratch() { std::free(data_); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   T* get() const { return data_; }
+  // Room for at least `count` T; contents are lost when it moves.
+  void reserve(std::size_t count) {
+    if (count <= count_) return;
+    std::free(data_);
+    *this = Scratch(count);
+  }
 
  private:
+  Scratch& operator=(Scratch&& o) noexcept {
+    data_ = std::exchange(o.data_, nullptr), count_ = o.count_;
+    return *this;
+  }
   T* data_;
+  std::size_t count_ = 0;
 };
 
 }  // namespace kvscope::simd

@@ -190,6 +190,11 @@ void load_scaled_query(const float* q, std::size_t d, std::size_t dp, float scal
   for (std::size_t j = d; j < dp; ++j) q_out[j] = 0.0f;
 }
 
+// A runner constructible as Runner(head_dim, max_queries, ForPrefill{}) is made so for prefill,
+// where one call's cache is fixed and every query block of a kv head reads the same rows: it
+// may prepare them once per kv head (AMX-BF16 interleaves the value rows in pairs).
+struct ForPrefill {};
+
 // Keys per work item at least (DecodePlan's min_chunk): 256 for most runners; kernels whose
 // run() sets up more (packing 32 queries, tile accumulators) raise it.
 template <class Runner>

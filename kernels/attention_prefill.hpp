@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_decode.hpp"
@@ -79,7 +80,12 @@ void attend_prefill(const AttentionProblem& p, int threads) {
   // Many query vectors share each key block: widen non-f32 blocks once into f32 tiles.
   const bool direct = U != ComputeUnit::fp32_fma || (D == KvDtype::f32 && p.kv.head_dim % W == 0);
   prefill_with<A>(p, threads, direct, [](std::size_t head_dim, std::size_t max_queries) {
-    return KeyRunner<A, D, U>(head_dim, max_queries);
+    using Runner = KeyRunner<A, D, U>;
+    if constexpr (std::is_constructible_v<Runner, std::size_t, std::size_t, ForPrefill>) {
+      return Runner(head_dim, max_queries, ForPrefill{});
+    } else {
+      return Runner(head_dim, max_queries);
+    }
   });
 }
 

@@ -58,9 +58,10 @@ class AmxHeadsInLanes {
   // f16 rows are split into zero-padded copies, so any head_dim suits them.
   static bool suits(std::size_t head_dim) { return kSplit || Geo(head_dim).row_bytes % 4 == 0; }
 
-  explicit AmxHeadsInLanes(std::size_t head_dim)
+  // prefill: bf16 interleaves each kv head's value rows once (AmxValues::pairs).
+  AmxHeadsInLanes(std::size_t head_dim, bool prefill)
       : geo_(head_dim),
-        values_(head_dim),
+        values_(head_dim, prefill),
         full_steps_(geo_.row_bytes / 64),
         tail_bytes_(geo_.row_bytes % 64),
         q_groups_(geo_.segments * 16),
@@ -79,6 +80,7 @@ class AmxHeadsInLanes {
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count) {
     TileScope tiles(config_);
+    if (values_.pairs()) values_.prepare_pairs(kv, kvh, t1);
     for (std::size_t first = 0; first < count; first += L) {
       const std::size_t lanes = count - first < L ? count - first : L;
       switch ((lanes + W - 1) / W) {
@@ -163,7 +165,8 @@ class AmxHeadsInLanes {
       }
       // The next block's keys (and bf16's values, read in place; int8 interleaves its values
       // and requests them then) over the scores, the softmax and P·V, about as their times.
-      PhasedPrefetcher pf = next_block_prefetcher(kv, kvh, b0 + nb, next_rows);
+      const bool pairs = values_.pairs() && b0 % 2 == 0;
+      PhasedPrefetcher pf = next_block_prefetcher(kv, kvh, b0 + nb, next_rows, !pairs);
       const BlockRows k = kv.k_block(kvh, b0, nb);
       if constexpr (kSplit) {
         pf.phase(0.2, (rows + 15) / 16 * geo_.segments);
@@ -178,8 +181,12 @@ class AmxHeadsInLanes {
       // int8 requests the next block's values as it interleaves this block's.
       const BlockRows next_v =
           D == KvDtype::int8 ? kv.v_block(kvh, b0 + nb, next_rows) : BlockRows{};
-      values_.template add_block<QC>(w_.get(), kv.v_block(kvh, b0, nb), rows, correction, w_scale,
-                                     next_v, next_rows, pf);
+      if (pairs) {
+        values_.template add_block_pairs<QC>(w_.get(), b0, rows, correction, pf);
+      } else {
+        values_.template add_block<QC>(w_.get(), kv.v_block(kvh, b0, nb), rows, correction, w_scale,
+                                       next_v, next_rows, pf);
+      }
       pf.rest();
     }
 
@@ -194,12 +201,13 @@ class AmxHeadsInLanes {
     }
   }
 
-  // The next block's keys (and bf16's values) to request over this block's work. A block
-  // across pages: its first chunk's rows so, the others' requested now, at once (a list of
-  // ranges in PhasedPrefetcher made every contiguous step slower).
+  // The next block's keys (and, with read_values, its values) to request over this block's
+  // work. A block across pages: its first chunk's rows so, the others' requested now, at once
+  // (a list of ranges in PhasedPrefetcher made every contiguous step slower).
   static PhasedPrefetcher next_block_prefetcher(const KvView& kv, std::size_t kvh, std::size_t pos,
-                                                std::size_t rows) {
-    const bool values = D != KvDtype::int8;  // int8 requests them as it interleaves
+                                                std::size_t rows, bool read_values) {
+    // int8 requests its values as it interleaves them; value pairs are interleaved already.
+    const bool values = D != KvDtype::int8 && read_values;
     std::size_t spread = rows;
     if (kv.paged() && kv.row_in_page(pos) + rows > kv.page_tokens) {
       spread = BlockRows::kChunkRows;  // chunked_block_rows: pos starts a chunk of its page
@@ -413,12 +421,9 @@ struct AmxRunner {
   static constexpr bool kOther = D != KvDtype::f16;
   using Other = std::conditional_t<kOther, DotUnitRunner<A, D>, std::monostate>;
   // One of the two, made per thread per call: the other's buffers would only be allocated.
-  AmxRunner(std::size_t head_dim, std::size_t max_queries) {
-    if (AmxHeadsInLanes<A, D>::suits(head_dim)) {
-      tiles.emplace(head_dim);
-    } else if constexpr (kOther) {
-      other.emplace(head_dim, max_queries);
-    }
+  AmxRunner(std::size_t head_dim, std::size_t max_queries) { make(head_dim, max_queries, false); }
+  AmxRunner(std::size_t head_dim, std::size_t max_queries, ForPrefill) {
+    make(head_dim, max_queries, true);
   }
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
@@ -427,6 +432,15 @@ struct AmxRunner {
   }
   std::optional<AmxHeadsInLanes<A, D>> tiles;
   std::optional<Other> other;
+
+ private:
+  void make(std::size_t head_dim, std::size_t max_queries, bool prefill) {
+    if (AmxHeadsInLanes<A, D>::suits(head_dim)) {
+      tiles.emplace(head_dim, prefill);
+    } else if constexpr (kOther) {
+      other.emplace(head_dim, max_queries);
+    }
+  }
 };
 template <class A>
 struct KeyRunner<A, KvDtype::int8, ComputeUnit::amx_int8> : AmxRunner<A, KvDtype::int8> {

@@ -11,15 +11,19 @@
 //         (see weighted_values_in_place); f32 sums straight into o.
 //   f16:  as bf16, over each block's value rows split into hi and lo bf16 rows and weights
 //         split likewise (amx_f16_split.hpp): three products where bf16 takes one.
+//   bf16 prefill: the value rows interleaved in pairs once per kv head (amx_value_pairs.hpp),
+//         one product per 32 keys.
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "kernels/attention_block.hpp"
 #include "kernels/units/amx_f16_split.hpp"
 #include "kernels/units/amx_tiles.hpp"
+#include "kernels/units/amx_value_pairs.hpp"
 #include "kernels/units/dot_unit_attention.hpp"
 
 namespace kvscope::simd {
@@ -49,7 +53,9 @@ class AmxValues {
   static constexpr std::size_t kWeightTiles = kSplit ? 2 * kParities : kParities;
   using Geo = DotGeometry<D>;
 
-  explicit AmxValues(std::size_t head_dim)
+  // value_pairs: bf16 only, for prefill, where every pass reads the same value rows: interleave
+  // them once per kv head (prepare_pairs, add_block_pairs).
+  AmxValues(std::size_t head_dim, bool value_pairs)
       : geo_(head_dim),
         positions_(geo_.acc_vectors * 16),
         pt_(kChunks * kSteps * kWeightTiles * 16 * 16),
@@ -59,6 +65,7 @@ class AmxValues {
         v_pad_(16 * 16),
         v_split_(kSplit ? 2 * kBlock * geo_.segments * 16 : 1),
         natural_(positions_) {
+    if (D == KvDtype::bf16 && value_pairs) pairs_.emplace(head_dim, kChunks, kBlock);
     for (std::size_t c = 0; c < positions_; ++c) {
       // bf16: column tile 2s + p holds the elements 32s + 2n + p of segment s (n < 16).
       natural_.get()[c] =
@@ -79,6 +86,19 @@ class AmxValues {
   }
   void store(std::size_t i, float* acc) const {
     copy_groups(acc, ot_.get() + i * positions_, /*to_tiles=*/false);
+  }
+
+  bool pairs() const { return pairs_.has_value(); }
+  // With value pairs: rows [0, t1) of kv head kvh interleaved, before a range's blocks.
+  void prepare_pairs(const KvView& kv, std::size_t kvh, std::size_t t1) {
+    pairs_->prepare(kv, kvh, t1);
+  }
+  // add_block over the interleaved rows of the block from key b0 (even; prepared).
+  template <int QC>
+  void add_block_pairs(const float* w, std::size_t b0, std::size_t rows, const float* correction,
+                       PhasedPrefetcher& pf) {
+    rescale_rows<QC>(correction);
+    pairs_->template add<QC>(w, b0, rows, ot_.get(), positions_, pf);
   }
 
   // One block: the weights wᵀ of its rows [0, rows) (row stride QC·16; int8 as u8 in int32
@@ -430,6 +450,7 @@ class AmxValues {
   Scratch<A, std::int32_t> v_pad_;
   Scratch<A, std::int32_t> v_split_;   // f16: a block's value rows, hi then lo parts
   Scratch<A, std::uint32_t> natural_;  // the element of each accumulator position (≥ d: pad)
+  std::optional<AmxValuePairs<A>> pairs_;
 };
 
 }  // namespace kvscope::simd
