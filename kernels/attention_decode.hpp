@@ -192,7 +192,7 @@ void load_scaled_query(const float* q, std::size_t d, std::size_t dp, float scal
 
 // A runner constructible as Runner(head_dim, max_queries, ForPrefill{}) is made so for prefill,
 // where one call's cache is fixed and every query block of a kv head reads the same rows: it
-// may prepare them once per kv head (AMX-BF16 interleaves the value rows in pairs).
+// may prepare them once per kv head (AMX-BF16 interleaves bf16 and f16 value rows in pairs).
 struct ForPrefill {};
 
 // Keys per work item at least (DecodePlan's min_chunk): 256 for most runners; kernels whose

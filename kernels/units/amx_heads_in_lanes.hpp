@@ -58,7 +58,7 @@ class AmxHeadsInLanes {
   // f16 rows are split into zero-padded copies, so any head_dim suits them.
   static bool suits(std::size_t head_dim) { return kSplit || Geo(head_dim).row_bytes % 4 == 0; }
 
-  // prefill: bf16 interleaves each kv head's value rows once (AmxValues::pairs).
+  // prefill: bf16 and f16 interleave each kv head's value rows once (AmxValues::pairs).
   AmxHeadsInLanes(std::size_t head_dim, bool prefill)
       : geo_(head_dim),
         values_(head_dim, prefill),

@@ -1,6 +1,6 @@
 #pragma once
-// P·V of bf16 prefill on AMX-BF16 over value rows interleaved in pairs of keys. Include only
-// from kernels/arch/avx512_amx.cpp (through amx_values.hpp).
+// P·V of bf16 and f16 prefill on AMX-BF16 over value rows interleaved in pairs of keys.
+// Include only from kernels/arch/avx512_amx.cpp (through amx_values.hpp).
 //
 // In prefill every 64-query pass of a kv head reads the same value rows, so they are
 // interleaved once per kv head and thread: pair m holds, per 64-byte segment s and column
@@ -10,6 +10,11 @@
 // sums take twice the products, half of each against zero weights. The accumulator tiles are
 // AmxValues' (tile 2s + p holds columns 32s + 2n + p), and so are the roundings (weights to
 // bf16, nearest even; f32 sums): only the order of the sums differs.
+//
+// Split (f16 caches, amx_f16_split.hpp): each row is split into its hi and lo bf16 rows
+// first, both interleaved (per segment: hi's two parities, then lo's), and the weights into
+// hi and lo A tiles: three products per 32 keys and parity (w_hi · v_hi, w_hi · v_lo,
+// w_lo · v_hi), where in place takes three per 16.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -17,24 +22,28 @@
 
 #include "kernels/attention_block.hpp"
 #include "kernels/kv_view.hpp"
+#include "kernels/units/amx_f16_split.hpp"
 #include "kernels/units/amx_tiles.hpp"
 #include "kernels/units/dot_tiles.hpp"
 
 namespace kvscope::simd {
 
-template <class A>
+template <class A, bool Split>
 class AmxValuePairs {
  public:
-  static constexpr std::size_t W = 16;          // queries per tile
-  static constexpr std::size_t kStepKeys = 32;  // keys per product: 16 pairs
+  static constexpr std::size_t W = 16;                  // queries per tile
+  static constexpr std::size_t kStepKeys = 32;          // keys per product: 16 pairs
+  static constexpr std::size_t kParts = Split ? 2 : 1;  // hi (and lo) of values and weights
 
-  // head_dim: of the bf16 rows; up to `chunks` query tiles a pass, blocks of up to `block` keys.
+  // head_dim: of the rows (bf16, or f16 when Split); up to `chunks` query tiles a pass,
+  // blocks of up to `block` keys.
   AmxValuePairs(std::size_t head_dim, std::size_t chunks, std::size_t block)
       : geo_(head_dim),
-        pair_bytes_(geo_.segments * 128),
+        pair_bytes_(geo_.segments * 128 * kParts),
         steps_(block / kStepKeys),
-        pt_(chunks * steps_ * 256),
-        pad_(2 * 256),
+        pt_(chunks * steps_ * kParts * 256),
+        pad_(kParts * 2 * 256),
+        split_(Split ? 4 * geo_.segments * 16 : 1),
         pairs_(1) {}
 
   // Rows [0, t1) of kv head kvh interleaved, unless they already are. Rows an earlier, longer
@@ -56,18 +65,33 @@ class AmxValuePairs {
         {1,  33, 3,  35, 5,  37, 7,  39, 9,  41, 11, 43, 13, 45, 15, 47,
          17, 49, 19, 51, 21, 53, 23, 55, 25, 57, 27, 59, 29, 61, 31, 63}};
     const __m512i even = _mm512_load_si512(kPick[0]), odd = _mm512_load_si512(kPick[1]);
-    const std::size_t row_bytes = geo_.row_bytes;
+    const std::size_t row_bytes = geo_.row_bytes, stride = geo_.segments * 64;
     auto* out = reinterpret_cast<std::byte*>(pairs_.get());
+    // Split: the pair's rows as [a hi, a lo, b hi, b lo], `stride` bytes each.
+    auto* split = reinterpret_cast<std::byte*>(split_.get());
     // An odd built_ left its last pair's second row 0: that pair is redone.
     for (std::size_t t = built_ / 2 * 2; t < t1; t += 2) {
       const std::byte* a = kv.v_row(kvh, t);
       const std::byte* b = t + 1 < t1 ? kv.v_row(kvh, t + 1) : nullptr;
+      if constexpr (Split) {
+        split_f16_rows(a, row_bytes, 1, 1, stride, split, split + stride);
+        split_f16_rows(b, row_bytes, b ? 1 : 0, 1, stride, split + 2 * stride, split + 3 * stride);
+      }
       std::byte* pair = out + t / 2 * pair_bytes_;
       for (std::size_t seg = 0; seg < geo_.segments; ++seg) {
-        const __m512i x = load_segment(a, row_bytes, seg);
-        const __m512i y = b ? load_segment(b, row_bytes, seg) : _mm512_setzero_si512();
-        _mm512_store_si512(pair + seg * 128, _mm512_permutex2var_epi16(x, even, y));
-        _mm512_store_si512(pair + seg * 128 + 64, _mm512_permutex2var_epi16(x, odd, y));
+        for (std::size_t part = 0; part < kParts; ++part) {
+          __m512i x, y;
+          if constexpr (Split) {
+            x = _mm512_load_si512(split + part * stride + seg * 64);
+            y = _mm512_load_si512(split + (2 + part) * stride + seg * 64);
+          } else {
+            x = load_segment(a, row_bytes, seg);
+            y = b ? load_segment(b, row_bytes, seg) : _mm512_setzero_si512();
+          }
+          std::byte* to = pair + (seg * kParts + part) * 128;
+          _mm512_store_si512(to, _mm512_permutex2var_epi16(x, even, y));
+          _mm512_store_si512(to + 64, _mm512_permutex2var_epi16(x, odd, y));
+        }
       }
     }
     built_ = t1;
@@ -98,8 +122,9 @@ class AmxValuePairs {
   }
 
  private:
-  // The weights wᵀ of rows [0, rows) as A tiles, pt[query tile][step][query][32 bf16]: 32
-  // keys in order, so that A's pair m meets B's pair row m. Rows past `rows` weigh 0.
+  // The weights wᵀ of rows [0, rows) as A tiles, pt[query tile][step][part][query][32 bf16]:
+  // 32 keys in order, so that A's pair m meets B's pair row m; parts hi (and lo: Split). Rows
+  // past `rows` weigh 0.
   template <int QC>
   void transpose_weights(const float* s, std::size_t rows, std::size_t steps,
                          PhasedPrefetcher& pf) {
@@ -107,7 +132,7 @@ class AmxValuePairs {
     auto* pt = reinterpret_cast<std::uint8_t*>(pt_.get());
     for (int c = 0; c < QC; ++c) {
       for (std::size_t ks = 0; ks < steps; ++ks) {
-        std::uint8_t* tile = pt + (c * steps_ + ks) * 1024;
+        std::uint8_t* tile = pt + (c * steps_ + ks) * kParts * 1024;
         for (std::size_t half = 0; half < 2; ++half) {  // keys 0-15, then 16-31 of the step
           pf.step();
           __m512i r[16];
@@ -117,8 +142,16 @@ class AmxValuePairs {
           }
           transpose16x16_epi32(r);
           for (std::size_t i = 0; i < 16; ++i) {
-            _mm256_store_si256(reinterpret_cast<__m256i*>(tile + i * 64 + half * 32),
-                               (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(r[i])));
+            auto* at = reinterpret_cast<__m256i*>(tile + i * 64 + half * 32);
+            const __m512 p = _mm512_castsi512_ps(r[i]);
+            if constexpr (Split) {
+              __m256i hi, lo;
+              split_bf16(p, hi, lo);
+              _mm256_store_si256(at, hi);
+              _mm256_store_si256(at + 1024 / 32, lo);
+            } else {
+              _mm256_store_si256(at, (__m256i)_mm512_cvtneps_pbh(p));
+            }
           }
         }
       }
@@ -128,6 +161,7 @@ class AmxValuePairs {
   // Accumulator tiles (q, p) of query tiles c0/16 + q (q < QT) and segment seg's columns of
   // parity p, in tmm(2p + q); weights in 4 and 6, value pairs in 5 (even columns) and 7
   // (odd). Each tile is loaded as soon as the last product reading it has been issued.
+  // Split: per parity, values hi in 5 and lo in 7, weights hi in 4 and lo in 6.
   template <int QT>
   void products(const std::byte* block, std::size_t rows, std::size_t steps, std::size_t c0,
                 std::size_t seg, float* ot, std::size_t positions, PhasedPrefetcher& pf) {
@@ -141,8 +175,8 @@ class AmxValuePairs {
     });
     for (std::size_t ks = 0; ks < steps; ++ks) {
       pf.step();
-      const std::byte* b = block + ks * 16 * pair_bytes_ + seg * 128;
-      std::size_t stride = pair_bytes_, odd = 64;
+      const std::byte* b = block + ks * 16 * pair_bytes_ + seg * kParts * 128;
+      std::size_t stride = pair_bytes_, odd = 64;  // odd: from a part's even tile to its odd
       const std::size_t left = rows - ks * kStepKeys;
       if (left < kStepKeys) {  // the block's last keys: pairs past `rows` never read
         auto* pad = reinterpret_cast<std::byte*>(pad_.get());
@@ -150,22 +184,39 @@ class AmxValuePairs {
           const __mmask32 keep = 2 * m + 1 < left ? ~__mmask32{0}
                                  : 2 * m < left   ? __mmask32{0x55555555}
                                                   : __mmask32{0};
-          const std::byte* row = b + m * pair_bytes_;
-          _mm512_store_si512(pad + m * 64, _mm512_maskz_loadu_epi16(keep, row));
-          _mm512_store_si512(pad + 1024 + m * 64, _mm512_maskz_loadu_epi16(keep, row + 64));
+          for (std::size_t tile = 0; tile < 2 * kParts; ++tile) {  // [part][parity]
+            _mm512_store_si512(pad + tile * 1024 + m * 64,
+                               _mm512_maskz_loadu_epi16(keep, b + m * pair_bytes_ + tile * 64));
+          }
         }
         b = pad, stride = 64, odd = 1024;
       }
-      const std::uint8_t* a = pt + (c0 / W * steps_ + ks) * 1024;
-      tile_load<4>(a, 64);
-      tile_load<5>(b, stride);
-      tile_dp_bf16<0, 4, 5>();
-      tile_load<7>(b + odd, stride);
-      tile_dp_bf16<2, 4, 7>();
-      if constexpr (QT == 2) {
-        tile_load<6>(a + steps_ * 1024, 64);
-        tile_dp_bf16<1, 6, 5>();
-        tile_dp_bf16<3, 6, 7>();
+      const std::uint8_t* a = pt + (c0 / W * steps_ + ks) * kParts * 1024;
+      const std::size_t next_q = steps_ * kParts * 1024;  // a's next query tile
+      if constexpr (Split) {
+        const std::byte* lo = b + 2 * odd;  // the lo part's even tile
+        for_tiles<2>([&](auto p) {
+          tile_load<5>(b + p * odd, stride);
+          tile_load<7>(lo + p * odd, stride);
+          for_tiles<QT>([&](auto q) {
+            tile_load<4>(a + q * next_q, 64);
+            tile_dp_bf16<2 * p + q, 4, 5>();
+            tile_dp_bf16<2 * p + q, 4, 7>();
+            tile_load<6>(a + q * next_q + 1024, 64);
+            tile_dp_bf16<2 * p + q, 6, 5>();
+          });
+        });
+      } else {
+        tile_load<4>(a, 64);
+        tile_load<5>(b, stride);
+        tile_dp_bf16<0, 4, 5>();
+        tile_load<7>(b + odd, stride);
+        tile_dp_bf16<2, 4, 7>();
+        if constexpr (QT == 2) {
+          tile_load<6>(a + next_q, 64);
+          tile_dp_bf16<1, 6, 5>();
+          tile_dp_bf16<3, 6, 7>();
+        }
       }
     }
     for_tiles<4>([&](auto t) {
@@ -174,9 +225,9 @@ class AmxValuePairs {
   }
 
   DotGeometry<KvDtype::bf16> geo_;
-  std::size_t pair_bytes_;  // one pair of rows: segments × 2 parities × 64 bytes
+  std::size_t pair_bytes_;  // one pair of rows: segments × parts × 2 parities × 64 bytes
   std::size_t steps_;       // products per block
-  Scratch<A, std::int32_t> pt_, pad_, pairs_;
+  Scratch<A, std::int32_t> pt_, pad_, split_, pairs_;
   std::size_t capacity_ = 0, built_ = 0;  // pairs_ room and rows interleaved, in pairs / rows
   std::size_t kvh_ = 0;
   const std::byte* v_ = nullptr;  // whose rows: the cache's values (contiguous) or pages

@@ -11,8 +11,9 @@
 //         (see weighted_values_in_place); f32 sums straight into o.
 //   f16:  as bf16, over each block's value rows split into hi and lo bf16 rows and weights
 //         split likewise (amx_f16_split.hpp): three products where bf16 takes one.
-//   bf16 prefill: the value rows interleaved in pairs once per kv head (amx_value_pairs.hpp),
-//         one product per 32 keys.
+//   bf16 and f16 prefill: the value rows (f16: their hi and lo parts) interleaved in pairs
+//         once per kv head (amx_value_pairs.hpp), a product per 32 keys where in place takes
+//         one per 16.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -53,8 +54,8 @@ class AmxValues {
   static constexpr std::size_t kWeightTiles = kSplit ? 2 * kParities : kParities;
   using Geo = DotGeometry<D>;
 
-  // value_pairs: bf16 only, for prefill, where every pass reads the same value rows: interleave
-  // them once per kv head (prepare_pairs, add_block_pairs).
+  // value_pairs: bf16 and f16, for prefill, where every pass reads the same value rows:
+  // interleave them once per kv head (prepare_pairs, add_block_pairs).
   AmxValues(std::size_t head_dim, bool value_pairs)
       : geo_(head_dim),
         positions_(geo_.acc_vectors * 16),
@@ -65,7 +66,7 @@ class AmxValues {
         v_pad_(16 * 16),
         v_split_(kSplit ? 2 * kBlock * geo_.segments * 16 : 1),
         natural_(positions_) {
-    if (D == KvDtype::bf16 && value_pairs) pairs_.emplace(head_dim, kChunks, kBlock);
+    if (D != KvDtype::int8 && value_pairs) pairs_.emplace(head_dim, kChunks, kBlock);
     for (std::size_t c = 0; c < positions_; ++c) {
       // bf16: column tile 2s + p holds the elements 32s + 2n + p of segment s (n < 16).
       natural_.get()[c] =
@@ -450,7 +451,7 @@ class AmxValues {
   Scratch<A, std::int32_t> v_pad_;
   Scratch<A, std::int32_t> v_split_;   // f16: a block's value rows, hi then lo parts
   Scratch<A, std::uint32_t> natural_;  // the element of each accumulator position (≥ d: pad)
-  std::optional<AmxValuePairs<A>> pairs_;
+  std::optional<AmxValuePairs<A, kSplit>> pairs_;
 };
 
 }  // namespace kvscope::simd
