@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <limits>
 #include <type_traits>
-#include <utility>
 
 #include "kernels/kv_view.hpp"
 #include "kernels/simd_rows.hpp"
@@ -576,11 +575,7 @@ void block_scales(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t
 template <class A, class T = float>
 class Scratch {
  public:
-  explicit Scratch(std::size_t count)
-      : data_(static_cast<T*>(std::aligned_alloc(64, (count * sizeof(T) + 64) / 64 * 64))),
-        count_(count) {
-    if (data_ == nullptr) std::abort();  // inside an OpenMP region: cannot throw out
-  }
+  explicit Scratch(std::size_t count) : data_(allocate(count)), count_(count) {}
   ~Scratch() { std::free(data_); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -589,16 +584,17 @@ class Scratch {
   void reserve(std::size_t count) {
     if (count <= count_) return;
     std::free(data_);
-    *this = Scratch(count);
+    data_ = allocate(count), count_ = count;
   }
 
  private:
-  Scratch& operator=(Scratch&& o) noexcept {
-    data_ = std::exchange(o.data_, nullptr), count_ = o.count_;
-    return *this;
+  static T* allocate(std::size_t count) {
+    auto* p = static_cast<T*>(std::aligned_alloc(64, (count * sizeof(T) + 64) / 64 * 64));
+    if (p == nullptr) std::abort();  // inside an OpenMP region: cannot throw out
+    return p;
   }
   T* data_;
-  std::size_t count_ = 0;
+  std::size_t count_;
 };
 
 }  // namespace kvscope::simd

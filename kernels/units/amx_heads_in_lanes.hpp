@@ -163,8 +163,9 @@ class AmxHeadsInLanes {
         block_scales<A>(kv, kvh, b0, nb, kBlock, pads_.get(), pads_.get() + kBlock, k_scale,
                         v_scale);
       }
-      // The next block's keys (and bf16's values, read in place; int8 interleaves its values
-      // and requests them then) over the scores, the softmax and P·V, about as their times.
+      // The next block's keys (and bf16's and f16's values where read in place, not as
+      // prepared pairs; int8 interleaves its values and requests them then) over the scores,
+      // the softmax and P·V, about as their times.
       const bool pairs = values_.pairs() && b0 % 2 == 0;
       PhasedPrefetcher pf = next_block_prefetcher(kv, kvh, b0 + nb, next_rows, !pairs);
       const BlockRows k = kv.k_block(kvh, b0, nb);
