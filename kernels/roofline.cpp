@@ -1,5 +1,7 @@
 #include "kernels/roofline.hpp"
 
+#include <omp.h>
+
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -44,16 +46,16 @@ float read_sweep(const std::byte* data, std::size_t bytes, Isa isa, int threads)
   return static_cast<float>(total);
 }
 
-double fma_burn(std::size_t iterations, Isa isa, int threads) {
+double fma_burn(std::size_t iterations, Isa isa, int threads, float* chains_sum) {
   if (threads < 1) threads = 1;
   require_cpu(isa);
   switch (isa) {
     case Isa::avx512:
-      return simd::fma_burn_arch<xsimd::avx512bw>(iterations, threads);
+      return simd::fma_burn_arch<xsimd::avx512bw>(iterations, threads, chains_sum);
     case Isa::avx2:
-      return simd::fma_burn_arch<xsimd::fma3<xsimd::avx2>>(iterations, threads);
+      return simd::fma_burn_arch<xsimd::fma3<xsimd::avx2>>(iterations, threads, chains_sum);
     case Isa::sse2:
-      return simd::fma_burn_arch<xsimd::sse2>(iterations, threads);
+      return simd::fma_burn_arch<xsimd::sse2>(iterations, threads, chains_sum);
     case Isa::scalar:
       break;
   }
@@ -66,8 +68,10 @@ double fma_burn(std::size_t iterations, Isa isa, int threads) {
     for (std::size_t i = 0; i < iterations; ++i) {
       for (float& x : a) x = x * m + b;
     }
-    volatile float sink = a[0] + a[7];
-    (void)sink;
+    float sum = 0.0f;
+    for (float x : a) sum += x;
+    volatile float sink = sum;
+    if (chains_sum != nullptr && omp_get_thread_num() == 0) *chains_sum = sink;
     flops += 2.0 * 8.0 * static_cast<double>(iterations);
   }
   return flops;

@@ -10,11 +10,11 @@ namespace kvscope::simd {
 template <class A>
 float read_sweep_arch(const std::byte* data, std::size_t bytes, int threads);
 template <class A>
-double fma_burn_arch(std::size_t iterations, int threads);
+double fma_burn_arch(std::size_t iterations, int threads, float* chains_sum);
 
 #define KVSCOPE_ROOFLINE_KERNELS(PREFIX, ARCH)                                     \
   PREFIX template float read_sweep_arch<ARCH>(const std::byte*, std::size_t, int); \
-  PREFIX template double fma_burn_arch<ARCH>(std::size_t, int);
+  PREFIX template double fma_burn_arch<ARCH>(std::size_t, int, float*);
 
 KVSCOPE_ROOFLINE_KERNELS(extern, xsimd::avx512bw)
 KVSCOPE_ROOFLINE_KERNELS(extern, xsimd::fma3<xsimd::avx2>)

@@ -54,9 +54,10 @@ float read_sweep_arch(const std::byte* data, std::size_t bytes, int threads) {
 // Independent FMA chains per thread, `iterations` rounds each: 16 with 32 vector registers
 // (AVX-512), 12 with 16 (SSE2, AVX2: 16 chains plus the two constants would spill). Either
 // covers FMA latency × throughput on current x86 cores (4 cycles × 2 pipes). Returns
-// FLOPs = 2 · lanes · chains · iterations · threads.
+// FLOPs = 2 · lanes · chains · iterations · threads, and the chains' final values summed
+// in chain order (lane 0, thread 0) through `chains_sum` when it is not null.
 template <class A>
-double fma_burn_arch(std::size_t iterations, int threads) {
+double fma_burn_arch(std::size_t iterations, int threads, float* chains_sum) {
   using B = xsimd::batch<float, A>;
   constexpr std::size_t kChains = std::is_base_of_v<xsimd::avx512f, A> ? 16 : 12;
   double flops = 0.0;
@@ -71,8 +72,10 @@ double fma_burn_arch(std::size_t iterations, int threads) {
     }
     B sum(0.0f);
     for (const B& v : x) sum += v;
-    volatile float sink = xsimd::hadd(sum);
-    (void)sink;
+    alignas(64) float lanes[B::size];
+    sum.store_aligned(lanes);
+    volatile float sink = lanes[0];
+    if (chains_sum != nullptr && omp_get_thread_num() == 0) *chains_sum = sink;
     flops += 2.0 * B::size * kChains * static_cast<double>(iterations);
   }
   return flops;
