@@ -10,4 +10,5 @@ namespace kvscope::simd {
 KVSCOPE_AMX_KERNELS()
 template double amx_burn_arch<avx512_amx, true>(std::size_t, int);
 template double amx_burn_arch<avx512_amx, false>(std::size_t, int);
+template double amx_fed_burn_arch<avx512_amx>(std::size_t, bool);
 }  // namespace kvscope::simd

@@ -20,6 +20,10 @@ template <class A, bool Int8>
 double amx_burn_arch(std::size_t iterations, int threads);
 extern template double amx_burn_arch<avx512_amx, true>(std::size_t, int);
 extern template double amx_burn_arch<avx512_amx, false>(std::size_t, int);
+// The bf16 products fed by operand tile loads from L1 (amx_tiles.hpp); returns the loads.
+template <class A>
+double amx_fed_burn_arch(std::size_t iterations, bool products);
+extern template double amx_fed_burn_arch<avx512_amx>(std::size_t, bool);
 
 }  // namespace kvscope::simd
 

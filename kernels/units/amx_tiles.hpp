@@ -102,4 +102,27 @@ double amx_burn_arch(std::size_t iterations, int threads) {
   return ops;
 }
 
+// amx_burn_arch's bf16 products fed as a GEMM's inner loop feeds them, on the calling thread:
+// each round loads the four operand tiles of a 2 × 2 block (1 KiB each, from a 4 KiB buffer
+// that stays in L1) and, with `products`, multiplies them into the four accumulators, each
+// operand tile read by two products. Returns the tile loads done (4 a round).
+template <class A>
+double amx_fed_burn_arch(std::size_t iterations, bool products) {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) config.set(t, 16, 64);
+  alignas(64) std::uint8_t operands[4][16 * 64] = {};
+  TileScope scope(config);
+  for_tiles<4>([](auto c) { tile_zero<c>(); });
+  for (std::size_t i = 0; i < iterations; ++i) {
+    tile_load<4>(operands[0], 64);
+    tile_load<5>(operands[1], 64);
+    if (products) tile_dp_bf16<0, 4, 5>();
+    tile_load<7>(operands[3], 64);
+    if (products) tile_dp_bf16<1, 4, 7>();
+    tile_load<6>(operands[2], 64);
+    if (products) tile_dp_bf16<2, 6, 5>(), tile_dp_bf16<3, 6, 7>();
+  }
+  return 4.0 * static_cast<double>(iterations);
+}
+
 }  // namespace kvscope::simd

@@ -140,4 +140,11 @@ double dot_burn(ComputeUnit unit, std::size_t iterations, int threads) {
   return 0.0;
 }
 
+double amx_bf16_fed_burn(std::size_t iterations, bool products) {
+  if (!cpu_has(ComputeUnit::amx_bf16)) {
+    throw std::invalid_argument("compute unit 'amx-bf16' is not available on this CPU");
+  }
+  return simd::amx_fed_burn_arch<simd::avx512_amx>(iterations, products);
+}
+
 }  // namespace kvscope

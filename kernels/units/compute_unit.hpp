@@ -75,6 +75,14 @@ ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std
 // Throws std::invalid_argument if the CPU lacks the unit.
 double dot_burn(ComputeUnit unit, std::size_t iterations, int threads);
 
+// AMX-BF16 fed from L1, on the calling thread: `iterations` rounds of the four operand tile
+// loads (1 KiB each) of a 2 × 2 block of tile products and, with `products`, those four
+// products (each operand read twice, as in a GEMM's inner loop). Returns the tile loads done.
+// Timed beside dot_burn(amx_bf16) it gives what the unit reaches when its operands come from
+// memory, not registers (bench/amx_tile_bench). Throws std::invalid_argument without
+// AMX-BF16.
+double amx_bf16_fed_burn(std::size_t iterations, bool products);
+
 // Whether this CPU has `unit` (fp32_fma: whenever AVX-512 or AVX2 is there).
 bool cpu_has(ComputeUnit unit);
 

@@ -518,5 +518,25 @@ TEST(DotBurn, CountsWorkDoneAndRefusesMissingUnits) {
   }
 }
 
+// The fed AMX probe does the loads it counts (and, with products, the products): 4 a round,
+// taking no less than tile loads can (none loads a 16-row tile in under 4 cycles, at any
+// plausible clock).
+TEST(DotBurn, FedAmxProbeCountsItsLoads) {
+  if (!cpu_has(ComputeUnit::amx_bf16)) {
+    EXPECT_THROW(amx_bf16_fed_burn(10, true), std::invalid_argument);
+    GTEST_SKIP() << "CPU lacks amx-bf16 (or Linux did not grant tile data)";
+  }
+  EXPECT_EQ(amx_bf16_fed_burn(1000, true), 4000.0);
+  EXPECT_EQ(amx_bf16_fed_burn(1000, false), 4000.0);
+  const std::size_t rounds = 400000;
+  for (bool products : {false, true}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    amx_bf16_fed_burn(rounds, products);
+    EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              rounds * 4.0 * 4 / 6e9)
+        << "the probe ran faster than its tile loads can";
+  }
+}
+
 }  // namespace
 }  // namespace kvscope::test
