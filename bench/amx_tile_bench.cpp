@@ -6,9 +6,9 @@
 //   product_ns       a tile product, operands in registers (16 × 16 × 32 bf16 multiply-adds);
 //   fed_product_ns   a product of 2 × 2 blocks whose operands are loaded from L1 each round;
 //   load_ns          a 1 KiB tile load from L1, alone.
-// fed_of_peak = product_ns / fed_product_ns: the ceiling of a kernel fed this way, as a
-// fraction of the peak the benchmarks quote. Medians over the repetitions; ratios within one
-// run, as the machine's state moves between runs.
+// fed_of_peak = product_ns / fed_product_ns: what a kernel fed this way can reach at this
+// moment, as a fraction of the peak the benchmarks quote. On the shared Intel Xeon VM it read
+// 0.26-0.89 from one run to the next: compare it with a kernel's of_peak of the same run.
 //
 //   build/release/bench/amx_tile_bench --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
