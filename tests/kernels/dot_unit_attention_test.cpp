@@ -485,6 +485,14 @@ TEST(CpuFeatures, AgreeWithProcCpuinfo) {
   EXPECT_FALSE(describe(cpu).empty());
 }
 
+// Wall-clock seconds f() took: only for lower bounds, which noise cannot break.
+template <class F>
+double seconds_taken(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // Each probe counts the work it does, and does it: it takes no less than that work can.
 TEST(DotBurn, CountsWorkDoneAndRefusesMissingUnits) {
   for (ComputeUnit unit : {ComputeUnit::vnni_int8, ComputeUnit::avx512_bf16, ComputeUnit::amx_int8,
@@ -508,12 +516,8 @@ TEST(DotBurn, CountsWorkDoneAndRefusesMissingUnits) {
     // lengthens a run, so this bound cannot fail by chance.
     const std::size_t iterations = 800000;
     const bool tiles = unit == ComputeUnit::amx_int8 || unit == ComputeUnit::amx_bf16;
-    const double floor_seconds =
-        tiles ? iterations * 4.0 * 4 / 6e9 : iterations * 16.0 / (4 * 6e9);
-    const auto t0 = std::chrono::steady_clock::now();
-    dot_burn(unit, iterations, 1);
-    EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-              floor_seconds)
+    const double floor_seconds = tiles ? iterations * 4.0 * 4 / 6e9 : iterations * 16.0 / (4 * 6e9);
+    EXPECT_GE(seconds_taken([&] { dot_burn(unit, iterations, 1); }), floor_seconds)
         << "the probe ran faster than its instructions can";
   }
 }
@@ -530,10 +534,7 @@ TEST(DotBurn, FedAmxProbeCountsItsLoads) {
   EXPECT_EQ(amx_bf16_fed_burn(1000, false), 4000.0);
   const std::size_t rounds = 400000;
   for (bool products : {false, true}) {
-    const auto t0 = std::chrono::steady_clock::now();
-    amx_bf16_fed_burn(rounds, products);
-    EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-              rounds * 4.0 * 4 / 6e9)
+    EXPECT_GE(seconds_taken([&] { amx_bf16_fed_burn(rounds, products); }), rounds * 4.0 * 4 / 6e9)
         << "the probe ran faster than its tile loads can";
   }
 }

@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -80,8 +79,8 @@ void expect_fma_burn_runs_its_fmas(Isa isa) {
       float sum = -1.0f;
       EXPECT_EQ(fma_burn(rounds, isa, threads, &sum),
                 2.0 * lanes * chains * static_cast<double>(rounds) * threads);
-      EXPECT_EQ(sum, expected_chains_sum(isa, rounds)) << rounds << " rounds, " << threads
-                                                       << " threads";
+      EXPECT_EQ(sum, expected_chains_sum(isa, rounds))
+          << rounds << " rounds, " << threads << " threads";
     }
   }
   const std::size_t rounds = 1600000;
