@@ -103,7 +103,7 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
 // load feeds Q FMAs (p is 0 past a query's visible rows, so one n serves all).
 template <class A, KvDtype D, int NV, int Q>
 void multi_pv_group(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
-                    std::size_t c0, float* const* acc, LinePrefetcher& pf) {
+                    std::size_t c0, float* const* acc, PageRunPrefetcher& pf) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   B a[Q][NV];
@@ -135,12 +135,12 @@ void multi_pv_group(const float* const* p, const elem_t<D>* v, std::size_t strid
 
 // Q queries' p·V over all nv value chunks, in register groups of NV = PV_NV · 2 / Q, …, 1
 // vectors (Q · NV accumulators). v_next: rows [0, n_next) to prefetch, a line per value
-// chunk loaded (LinePrefetcher).
+// chunk loaded (PageRunPrefetcher).
 template <class A, KvDtype D, int Q>
 void multi_pv(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
               std::size_t nv, float* const* acc, const elem_t<D>* v_next, std::size_t n_next) {
   constexpr int NV = MultiTile<A>::PV_NV * 2 / Q;
-  LinePrefetcher pf(v_next, n_next * stride * sizeof(elem_t<D>));
+  PageRunPrefetcher pf(v_next, n_next * stride * sizeof(elem_t<D>));
   std::size_t c = 0;
   for (; c + NV <= nv; c += NV) multi_pv_group<A, D, NV, Q>(p, v, stride, n, c, acc, pf);
   if constexpr (NV > 4) {

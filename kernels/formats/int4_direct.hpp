@@ -176,6 +176,8 @@ void int4_scores(const float* q, const std::byte* k, std::size_t row_bytes, std:
   const std::size_t ng = G > 0 ? static_cast<std::size_t>(G) : groups;
   alignas(64) static constexpr float kLane[16] = {0, 1, 2,  3,  4,  5,  6,  7,
                                                   8, 9, 10, 11, 12, 13, 14, 15};
+  PageRunPrefetcher next(k_next, n_next * row_bytes);
+  const std::size_t row_lines = lines_per_row(row_bytes);
   for (std::size_t r0 = 0; r0 < n; r0 += W) {
     const std::size_t rows = n - r0 < W ? n - r0 : W;
     B parts[W];
@@ -184,7 +186,7 @@ void int4_scores(const float* q, const std::byte* k, std::size_t row_bytes, std:
       B part(0.0f);
       if (r < rows) {
         const std::byte* row = k + (r0 + r) * row_bytes;
-        if (r0 + r < n_next) prefetch_row(k_next + (r0 + r) * row_bytes, row_bytes);
+        next.next(row_lines);
 #pragma GCC unroll 8
         for (std::size_t g = 0; g < ng; ++g) {
           const std::byte* nib = row + g * kInt4GroupBytes + 2;
@@ -213,11 +215,10 @@ void int4_scores(const float* q, const std::byte* k, std::size_t row_bytes, std:
 
 // acc[32·g0, 32·(g0 + GB)) += Σ_{t<n} w[t · groups + g] · (nibble_tj − 8) over the groups
 // g0…g0+GB−1, their 32·GB / W accumulators in registers; w[t · groups + g] = p_t · scale_g(t).
-// v_next: rows [0, n_next) to prefetch.
+// next: the rows to prefetch, a row's lines per row read.
 template <class A, int GB>
 void int4_pv_groups(const float* w, std::size_t groups, const std::byte* v, std::size_t row_bytes,
-                    std::size_t n, std::size_t g0, float* acc, const std::byte* v_next,
-                    std::size_t n_next) {
+                    std::size_t n, std::size_t g0, float* acc, PageRunPrefetcher& next) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t C = kInt4Group / W;  // accumulators per group
@@ -228,9 +229,10 @@ void int4_pv_groups(const float* w, std::size_t groups, const std::byte* v, std:
     for (std::size_t c = 0; c < C; ++c)
       a[g][c] = B::load_aligned(acc + (g0 + g) * kInt4Group + c * W);
   }
+  const std::size_t row_lines = lines_per_row(row_bytes);
   for (std::size_t t = 0; t < n; ++t) {
     const std::byte* row = v + t * row_bytes + g0 * kInt4GroupBytes + 2;
-    if (t < n_next) prefetch_row(v_next + t * row_bytes, row_bytes);
+    next.next(row_lines);
 #pragma GCC unroll 8
     for (int g = 0; g < GB; ++g) {
       const B wt(w[t * groups + g0 + g]);
@@ -256,13 +258,10 @@ template <class A>
 void int4_pv(const float* w, const std::byte* v, std::size_t row_bytes, std::size_t groups,
              std::size_t n, float* acc, const std::byte* v_next, std::size_t n_next) {
   constexpr int GB = static_cast<int>(fbatch<A>::size / 4);
+  PageRunPrefetcher next(v_next, n_next * row_bytes);
   std::size_t g = 0;
-  for (; g + GB <= groups; g += GB, n_next = 0) {
-    int4_pv_groups<A, GB>(w, groups, v, row_bytes, n, g, acc, v_next, n_next);
-  }
-  for (; g < groups; ++g, n_next = 0) {
-    int4_pv_groups<A, 1>(w, groups, v, row_bytes, n, g, acc, v_next, n_next);
-  }
+  for (; g + GB <= groups; g += GB) int4_pv_groups<A, GB>(w, groups, v, row_bytes, n, g, acc, next);
+  for (; g < groups; ++g) int4_pv_groups<A, 1>(w, groups, v, row_bytes, n, g, acc, next);
 }
 
 // The drivers' KeyRunner (attention_decode.hpp's contract) for int4 keys and values read in

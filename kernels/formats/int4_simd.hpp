@@ -65,10 +65,12 @@ void widen_rows_int4(const std::byte* src, std::size_t d, std::size_t n, std::si
   constexpr std::size_t W = B::size;
   const std::size_t row_bytes = kv_row_bytes(KvDtype::int4, d);
   const std::size_t lanes = nv * W;
+  PageRunPrefetcher ahead(next, n_next * row_bytes);
+  const std::size_t row_lines = lines_per_row(row_bytes);
   for (std::size_t r = 0; r < n; ++r) {
     const std::byte* row = src + r * row_bytes;
     float* out = tile + r * lanes;
-    if (r < n_next) prefetch_row(next + r * row_bytes, row_bytes);
+    ahead.next(row_lines);
     for (std::size_t e0 = 0; e0 < lanes; e0 += kInt4Group) {
       const std::byte* block = row + e0 / kInt4Group * kInt4GroupBytes;
       const float scale = int4_group_scale<A>(block);

@@ -85,8 +85,8 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
         BlockLinePrefetcher v_ahead(kv.v_block(next.kvh, next.pos, next.rows), next.rows);
         block(kv, kvh, b0, nb, st, count, first, k_ahead, v_ahead);
       } else {
-        LinePrefetcher k_ahead(next.k, next.rows * geo_.row_bytes);
-        LinePrefetcher v_ahead(next.v, next.rows * geo_.row_bytes);
+        PageRunPrefetcher k_ahead(next.k, next.rows * geo_.row_bytes);
+        PageRunPrefetcher v_ahead(next.v, next.rows * geo_.row_bytes);
         block(kv, kvh, b0, nb, st, count, first, k_ahead, v_ahead);
       }
     }

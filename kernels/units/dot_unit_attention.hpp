@@ -384,8 +384,8 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
         read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
       } else {
         if (kv.paged()) next.prefetch_scales();
-        LinePrefetcher k_next(next.k, next.rows * geo_.row_bytes);
-        LinePrefetcher v_next(next.v, next.rows * geo_.row_bytes);
+        PageRunPrefetcher k_next(next.k, next.rows * geo_.row_bytes);
+        PageRunPrefetcher v_next(next.v, next.rows * geo_.row_bytes);
         read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
       }
 
