@@ -40,19 +40,20 @@ void score_tile(QueryState* const* st, const std::size_t* n, std::size_t q0, con
     qp[qi] = st[q0 + qi]->q;
     n_max = n[q0 + qi] > n_max ? n[q0 + qi] : n_max;
   }
+  // The first query tile prefetches the next block, a micro-tile's rows' worth of lines per
+  // micro-tile spread over its chunks, in 4 KiB runs side by side (PageRunPrefetcher).
+  const std::size_t row_bytes = blk.stride * sizeof(elem_t<D>);
+  PageRunPrefetcher pf(q0 == 0 ? blk.k_next : nullptr, blk.n_next * row_bytes);
+  const std::size_t lines_per_chunk = (KM * lines_per_row(row_bytes) + nv - 1) / nv;
   for (std::size_t k0 = 0; k0 < n_max; k0 += KM) {
     const elem_t<D>* kp[KM];
     for (std::size_t ki = 0; ki < KM; ++ki) {
       kp[ki] = blk.k + (k0 + ki < n_max ? k0 + ki : 0) * blk.stride;
     }
-    // The first query tile prefetches the next block's same rows, spread over the chunks.
-    auto pf = LinePrefetcher::rows(blk.k_next, blk.stride * sizeof(elem_t<D>), k0, KM,
-                                   q0 == 0 ? blk.n_next : 0);
-    const std::size_t lines_per_chunk = (pf.lines_left() + nv - 1) / nv;
     B parts[W];
     for (std::size_t j = 0; j < W; ++j) parts[j] = B(0.0f);
     for (std::size_t c = 0; c < nv; ++c) {
-      for (std::size_t i = 0; i < lines_per_chunk; ++i) pf.next();
+      pf.next(lines_per_chunk);
       B qc[QM], kc[KM];
       for (std::size_t qi = 0; qi < QM; ++qi) qc[qi] = B::load_aligned(qp[qi] + c * W);
       for (std::size_t ki = 0; ki < KM; ++ki) kc[ki] = load_elems<D, A>(kp[ki] + c * W);
@@ -62,7 +63,6 @@ void score_tile(QueryState* const* st, const std::size_t* n, std::size_t q0, con
         part = xsimd::fma(qc[j / KM], kc[j % KM], part);
       }
     }
-    pf.rest();
     alignas(64) float lanes[W];
     xsimd::haddp(parts).store_aligned(lanes);
     for (std::size_t qi = 0; qi < QM; ++qi) {
@@ -70,6 +70,7 @@ void score_tile(QueryState* const* st, const std::size_t* n, std::size_t q0, con
       for (std::size_t ki = 0; ki < KM; ++ki) row[ki] = lanes[qi * KM + ki];
     }
   }
+  pf.rest();
 }
 
 // s[i · s_stride + r] ← q_i · k_r for the active queries i < count and rows r < n[i] (then
