@@ -105,6 +105,10 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
   bool all_see = true;
   for (std::size_t i = 0; i < count; ++i) all_see = all_see && st[i].last_key + 1 >= t1;
   const bool chunked = direct && (count == 1 || all_see);
+  // One query reading rows of under 32 KiB a block in place: prefetches by groups of blocks.
+  // (GQA's query tiles, bound more by their arithmetic, measured no faster: 0.97-1.07×.)
+  GroupPrefetcher group(kv, kvh, t0, t1, kKeyBlock, ws.after_range);
+  const bool grouped = direct && count == 1 && group.grouped();
   for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
     nb = chunked ? kv.chunked_block_rows(b0, t1, kKeyBlock) : kv.block_rows(b0, t1, kKeyBlock);
     const float* k_scale = nullptr;
@@ -140,7 +144,12 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
         next.spans_pages(kv) ? kv.page_tokens - kv.row_in_page(next.pos) : next.rows;
     const auto* k_next = reinterpret_cast<const elem_t<D>*>(next.k);
     const auto* v_next = reinterpret_cast<const elem_t<D>*>(next.v);
-    if (direct) {
+    if (grouped) {
+      group.at_block(b0, nb);
+      KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale};
+      blk.k_lines = &group.key_lines(), blk.v_lines = &group.value_lines();
+      attend_block<A, D, true>(st[0], blk, nv, ws.s, ws.p);
+    } else if (direct) {
       const KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale, k_next, v_next, n_next};
       attend_block_all<A, D, true>(st, count, blk, nv, ws);
     } else {

@@ -350,6 +350,7 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
     float* v_scale_pad = k_scale_pad + kDotBlock;
     float* w_scale = v_scale_pad + kDotBlock;
 
+    GroupPrefetcher group(kv, kvh, t0, t1, kDotBlock, after_range);
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.chunked_block_rows(b0, t1, kDotBlock);  // across pages of 16 too
       std::size_t n_live = 0, n_max = 0;
@@ -381,6 +382,11 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
         }
         BlockLinePrefetcher k_next(kv.k_block(next.kvh, next.pos, next.rows), next.rows);
         BlockLinePrefetcher v_next(kv.v_block(next.kvh, next.pos, next.rows), next.rows);
+        read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
+      } else if (group.grouped()) {
+        group.at_block(b0, nb);
+        auto k_next = group.key_share();
+        auto v_next = group.value_share();
         read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
       } else {
         if (kv.paged()) next.prefetch_scales();
