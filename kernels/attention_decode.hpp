@@ -137,6 +137,13 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
     }
     const auto* k = reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0));
     const auto* v = reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0));
+    if (grouped) {  // the group requests the rows ahead; no next block to find
+      group.at_block(b0, nb);
+      KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale};
+      blk.k_lines = &group.key_lines(), blk.v_lines = &group.value_lines();
+      attend_block<A, D, true>(st[0], blk, nv, ws.s, ws.p);
+      continue;
+    }
     const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range);
     if (kv.paged()) next.prefetch_scales();
     // A next block across pages: its first page's rows (the rest are elsewhere).
@@ -144,12 +151,7 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
         next.spans_pages(kv) ? kv.page_tokens - kv.row_in_page(next.pos) : next.rows;
     const auto* k_next = reinterpret_cast<const elem_t<D>*>(next.k);
     const auto* v_next = reinterpret_cast<const elem_t<D>*>(next.v);
-    if (grouped) {
-      group.at_block(b0, nb);
-      KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale};
-      blk.k_lines = &group.key_lines(), blk.v_lines = &group.value_lines();
-      attend_block<A, D, true>(st[0], blk, nv, ws.s, ws.p);
-    } else if (direct) {
+    if (direct) {
       const KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale, k_next, v_next, n_next};
       attend_block_all<A, D, true>(st, count, blk, nv, ws);
     } else {
