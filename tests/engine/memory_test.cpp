@@ -31,11 +31,12 @@ TEST(AlignedBuffer, SmallAndLargeAreZeroedAlignedAndWritable) {
   }
 }
 
-// Buffers of 4 MiB and more are mapped on their own at a 2 MiB boundary, so that the kernel
-// can back them with huge pages (memory.cpp says why); smaller ones stay 64-byte aligned.
+// Buffers of 4 MiB and more, and those that fill their 2 MiB pages to within a sixteenth (a
+// paged cache's slabs), are mapped on their own at a 2 MiB boundary, so that the kernel can
+// back them with huge pages (memory.cpp says why); smaller ones stay 64-byte aligned.
 TEST(AlignedBuffer, LargeOnesStartOnA2MiBBoundary) {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
-  for (std::size_t bytes : {2 * kHuge, 2 * kHuge + 1, 5 * kHuge + 4097}) {
+  for (std::size_t bytes : {2 * kHuge, 2 * kHuge + 1, 5 * kHuge + 4097, 2 * kHuge - 4096, kHuge}) {
     AlignedBuffer b(bytes, "test buffer");
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % kHuge, 0u) << bytes;
     EXPECT_TRUE(all_zero(b)) << bytes;
