@@ -131,34 +131,53 @@ class PageRunPrefetcher {
 // 64-byte lines of a row of `bytes` (what a prefetcher requests per row consumed).
 constexpr std::size_t lines_per_row(std::size_t bytes) { return (bytes + 63) / 64; }
 
-// A LinePrefetcher over the first n_rows rows of a block across pages (BlockRows): its chunks
-// of 16 rows in turn, each consecutive in its page.
-class BlockLinePrefetcher {
+// PageRunPrefetcher's order over the first n_rows rows of a block across pages (BlockRows):
+// the 4 KiB runs of all its chunks side by side, line j of every run, then line j + 1, as
+// over one contiguous block's pages. Chunk by chunk, front to back, each page's rows were a
+// stream of 2-8 KiB that the hardware prefetcher had barely picked up before it ended: a
+// copy of decode's reads over pages of 16 read f32 rows at 14-15 GB/s so, 18-25 in runs.
+// Runs past kMaxRuns (chunks over 16 KiB) are left to the hardware prefetcher.
+class BlockRunPrefetcher {
  public:
-  BlockLinePrefetcher(const BlockRows& rows, std::size_t n_rows)
-      : rows_(rows), n_rows_(n_rows), pf_(chunk(0)) {}
-  void next() {
-    if (pf_.done()) {
-      if ((c_ + 1) * BlockRows::kChunkRows >= n_rows_) return;
-      pf_ = chunk(++c_);
+  static constexpr std::size_t kMaxRuns = 32;
+
+  BlockRunPrefetcher(const BlockRows& rows, std::size_t n_rows) {
+    for (std::size_t c = 0; c * BlockRows::kChunkRows < n_rows; ++c) {
+      const std::size_t chunk_rows =
+          std::min(BlockRows::kChunkRows, n_rows - c * BlockRows::kChunkRows);
+      const std::size_t bytes = chunk_rows * rows.row_bytes;
+      for (std::size_t at = 0; at < bytes && runs_ < kMaxRuns; at += PageRunPrefetcher::kRunBytes) {
+        const std::size_t lines = lines_per_row(std::min(PageRunPrefetcher::kRunBytes, bytes - at));
+        run_[runs_] = reinterpret_cast<const char*>(rows.chunk[c]) + at;
+        run_lines_[runs_++] = lines;
+        max_lines_ = std::max(max_lines_, lines);
+      }
     }
-    pf_.next();
+  }
+  void next() {
+    if (done()) return;
+    __builtin_prefetch(upcoming(), 0, 2);
+    // On to line_ of the next run, or line_ + 1 of the first; short runs (a block's last
+    // chunk) are passed over once their lines are out.
+    do {
+      if (++run_i_ == runs_) run_i_ = 0, ++line_;
+    } while (!done() && line_ >= run_lines_[run_i_]);
+  }
+  void next(std::size_t lines) {
+    for (std::size_t i = 0; i < lines; ++i) next();
   }
   void rest() {
-    pf_.rest();
-    while ((c_ + 1) * BlockRows::kChunkRows < n_rows_) chunk(++c_).rest();
+    while (!done()) next();
   }
+  bool done() const { return line_ >= max_lines_; }
+  // The line the next next() requests; nullptr when done.
+  const char* upcoming() const { return done() ? nullptr : run_[run_i_] + line_ * 64; }
 
  private:
-  LinePrefetcher chunk(std::size_t c) const {
-    const std::size_t first = c * BlockRows::kChunkRows;
-    const std::size_t n =
-        n_rows_ - first < BlockRows::kChunkRows ? n_rows_ - first : BlockRows::kChunkRows;
-    return LinePrefetcher(first < n_rows_ ? rows_.chunk[c] : nullptr, n * rows_.row_bytes);
-  }
-  BlockRows rows_;
-  std::size_t n_rows_, c_ = 0;
-  LinePrefetcher pf_;
+  // Only [0, runs_) is set: a block sets up two of these, and zeroing 32 runs cost more.
+  const char* run_[kMaxRuns];
+  std::size_t run_lines_[kMaxRuns];
+  std::size_t runs_ = 0, max_lines_ = 0, run_i_ = 0, line_ = 0;
 };
 
 // Two ranges (a block's K and V rows) requested over every phase of the work before them, a
@@ -400,9 +419,9 @@ constexpr std::size_t haddp_slot(std::size_t r) {
 // unrolled, so the loop body is cache loads, widening and FMAs only (the generic loop
 // re-reads q from memory and counts chunks at run time, which costs int8 most). Same
 // arithmetic in the same order as block_scores. Returns the rows done.
-template <class A, KvDtype D, int NV>
+template <class A, KvDtype D, int NV, class Prefetcher>
 std::size_t block_scores_fixed(const float* q, const elem_t<D>* k, std::size_t n,
-                               const float* k_scale, float* s, PageRunPrefetcher& next) {
+                               const float* k_scale, float* s, Prefetcher& next) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t stride = NV * W;
@@ -432,9 +451,9 @@ std::size_t block_scores_fixed(const float* q, const elem_t<D>* k, std::size_t n
 // row_major: visit rows one after another (cache rows); else chunk-major (L1 tiles).
 // W rows at a time: W partial-sum vectors are reduced together by one haddp (a transpose-add)
 // instead of W horizontal sums.
-template <class A, KvDtype D, bool row_major>
+template <class A, KvDtype D, bool row_major, class Prefetcher>
 void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::size_t n,
-                  std::size_t nv, const float* k_scale, float* s, PageRunPrefetcher& next) {
+                  std::size_t nv, const float* k_scale, float* s, Prefetcher& next) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   alignas(64) static constexpr float kLane[16] = {0, 1, 2,  3,  4,  5,  6,  7,
@@ -490,9 +509,9 @@ void block_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::s
 }
 
 // acc[c0·W, (c0+NV)·W) += Σ_{t<n} p[t] · v_t over those lanes, NV accumulators in registers.
-template <class A, KvDtype D, int NV>
+template <class A, KvDtype D, int NV, class Prefetcher>
 void block_pv_lanes(const float* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
-                    std::size_t c0, float* acc, PageRunPrefetcher& next) {
+                    std::size_t c0, float* acc, Prefetcher& next) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   B a[NV];
@@ -512,9 +531,9 @@ void block_pv_lanes(const float* p, const elem_t<D>* v, std::size_t stride, std:
 // acc[0, nv·W) += Σ_{t<n} p[t] · v_t, in lane groups of 8, 4, 2, 1 vectors.
 // v_next: rows [0, n_next) to prefetch, a row's lines per row read (mostly during the first
 // lane group).
-template <class A, KvDtype D>
+template <class A, KvDtype D, class Prefetcher>
 void block_pv(const float* p, const elem_t<D>* v, std::size_t stride, std::size_t n, std::size_t nv,
-              float* acc, PageRunPrefetcher& next) {
+              float* acc, Prefetcher& next) {
   std::size_t c = 0;
   for (; c + 8 <= nv; c += 8) block_pv_lanes<A, D, 8>(p, v, stride, n, c, acc, next);
   if (c + 4 <= nv) block_pv_lanes<A, D, 4>(p, v, stride, n, c, acc, next), c += 4;
@@ -573,9 +592,9 @@ void softmax_update(QueryState& st, const float* s, std::size_t n, const float* 
 // s ← the scores of query q over rows [0, n) of k (block_scores' contract), from_cache: by
 // block_scores_fixed where head_dim = 8·W on AVX-512 (128: 8 query and 16 partial-sum
 // registers fit in its 32), the rest by block_scores.
-template <class A, KvDtype D, bool from_cache>
+template <class A, KvDtype D, bool from_cache, class Prefetcher>
 void query_scores(const float* q, const elem_t<D>* k, std::size_t stride, std::size_t n,
-                  std::size_t nv, const float* k_scale, float* s, PageRunPrefetcher& next) {
+                  std::size_t nv, const float* k_scale, float* s, Prefetcher& next) {
   std::size_t done = 0;
   if constexpr (from_cache && std::is_base_of_v<xsimd::avx512f, A>) {
     if (stride == 8 * fbatch<A>::size) {
@@ -625,8 +644,8 @@ void attend_block(QueryState& st, const KeyBlock<D>& blk, std::size_t nv, float*
 // (BlockRows, KvView::chunked_block_rows; `stride` elements a row): each chunk's scores and
 // p·V by the row kernels, one softmax update for the block. Over pages of 16 tokens the
 // update, the accumulator passes and the block's setup then come once per 64 keys, not per
-// 16. k_next, v_next: the next block's first n_next rows, by chunk, each chunk requested as
-// the same chunk of this block is read.
+// 16. k_next, v_next: the next block's first n_next rows, requested a line per line read in
+// page runs across their chunks (BlockRunPrefetcher).
 template <class A, KvDtype D>
 void attend_block_chunked(QueryState& st, const BlockRows& k, const BlockRows& v,
                           std::size_t first_key, std::size_t nb, std::size_t stride, std::size_t nv,
@@ -638,18 +657,14 @@ void attend_block_chunked(QueryState& st, const BlockRows& k, const BlockRows& v
   const auto rows_of = [](const BlockRows& b, std::size_t r) {
     return reinterpret_cast<const elem_t<D>*>(b.chunk[r / C]);
   };
-  const auto ahead = [&](std::size_t r) {
-    return r < n_next ? (n_next - r < C ? n_next - r : C) : std::size_t{0};
-  };
+  BlockRunPrefetcher k_ahead(k_next, n_next), v_ahead(v_next, n_next);
   for (std::size_t r = 0; r < n; r += C) {
     query_scores<A, D, true>(st.q, rows_of(k, r), stride, n - r < C ? n - r : C, nv,
-                             k_scale ? k_scale + r : nullptr, s + r,
-                             ahead(r) ? rows_of(k_next, r) : nullptr, ahead(r));
+                             k_scale ? k_scale + r : nullptr, s + r, k_ahead);
   }
   softmax_update<A>(st, s, n, v_scale, nv, p);
   for (std::size_t r = 0; r < n; r += C) {
-    block_pv<A, D>(p + r, rows_of(v, r), stride, n - r < C ? n - r : C, nv, st.acc,
-                   ahead(r) ? rows_of(v_next, r) : nullptr, ahead(r));
+    block_pv<A, D>(p + r, rows_of(v, r), stride, n - r < C ? n - r : C, nv, st.acc, v_ahead);
   }
 }
 

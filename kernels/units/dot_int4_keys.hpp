@@ -79,10 +79,10 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.chunked_block_rows(b0, t1, kDotBlock);  // across pages of 16 too
       const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kDotBlock, after_range);
-      // The next block's rows a line per line read; across pages chunk by chunk.
+      // The next block's rows a line per line read; across pages in runs over its chunks.
       if (next.spans_pages(kv)) {
-        BlockLinePrefetcher k_ahead(kv.k_block(next.kvh, next.pos, next.rows), next.rows);
-        BlockLinePrefetcher v_ahead(kv.v_block(next.kvh, next.pos, next.rows), next.rows);
+        BlockRunPrefetcher k_ahead(kv.k_block(next.kvh, next.pos, next.rows), next.rows);
+        BlockRunPrefetcher v_ahead(kv.v_block(next.kvh, next.pos, next.rows), next.rows);
         block(kv, kvh, b0, nb, st, count, first, k_ahead, v_ahead);
       } else {
         PageRunPrefetcher k_ahead(next.k, next.rows * geo_.row_bytes);

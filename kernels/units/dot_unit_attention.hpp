@@ -373,15 +373,15 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
         block_scales<A>(kv, kvh, b0, nb, kDotBlock, k_scale_pad, v_scale_pad, k_scale, v_scale);
       }
       // The next block's rows a line per line read: its keys over this block's, its values
-      // over these values. Across pages chunk by chunk (requested at once, they waited on
-      // the miss buffers and made MHA over pages of 16 slower than blocks of 16 rows).
+      // over these values. Across pages in page runs over its chunks (requested at once, they
+      // waited on the miss buffers and made MHA over pages of 16 slower than blocks of 16 rows).
       if (next.spans_pages(kv)) {
         for (std::size_t r = 0; r < next.rows; r += BlockRows::kChunkRows) {
           const std::size_t n = std::min(BlockRows::kChunkRows, next.rows - r);
           NextBlock::at(kv, next.kvh, next.pos + r, n).prefetch_scales();
         }
-        BlockLinePrefetcher k_next(kv.k_block(next.kvh, next.pos, next.rows), next.rows);
-        BlockLinePrefetcher v_next(kv.v_block(next.kvh, next.pos, next.rows), next.rows);
+        BlockRunPrefetcher k_next(kv.k_block(next.kvh, next.pos, next.rows), next.rows);
+        BlockRunPrefetcher v_next(kv.v_block(next.kvh, next.pos, next.rows), next.rows);
         read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
       } else if (group.grouped()) {
         group.at_block(b0, nb);
