@@ -34,9 +34,11 @@ struct DecodePlan {
   std::size_t chunks_per_head = 1;
   std::size_t chunk_len = 0;  // keys, a multiple of kKeyBlock
 
-  DecodePlan(std::size_t n_keys, std::size_t n_kv_heads, int threads, std::size_t min_chunk) {
+  // long_chunk: keys beyond which a chunk is split for load balance.
+  DecodePlan(std::size_t n_keys, std::size_t n_kv_heads, int threads, std::size_t min_chunk,
+             std::size_t long_chunk = 8192) {
     const std::size_t kMinChunk = min_chunk;
-    constexpr std::size_t kLongChunk = 8192;  // long contexts are split for load balance
+    const std::size_t kLongChunk = long_chunk;
     const std::size_t want_items = threads > 16 ? static_cast<std::size_t>(threads) : 16;
     std::size_t chunks = (want_items + n_kv_heads - 1) / n_kv_heads;
     const std::size_t long_chunks = (n_keys + kLongChunk - 1) / kLongChunk;
@@ -257,14 +259,25 @@ inline constexpr bool kPagesItself = requires(Runner& r, const KvView& kv, Query
   r.run_paged(kv, std::size_t{}, std::size_t{}, std::size_t{}, std::size_t{}, st, std::size_t{});
 };
 
+// The kv heads of one paged work item: the most, up to 8, that divide n_kv_heads. A page
+// holds its heads' rows back to back, so 8 heads still read runs of 16-64 KiB per page
+// (int8 to f32, d_head 128), while MHA's 32 heads make 4 items per chunk: 4 chunks of
+// a head to merge at 2,000 tokens, not 16.
+inline std::size_t page_heads_per_item(std::size_t n_kv_heads) {
+  std::size_t heads = n_kv_heads < 8 ? n_kv_heads : 8;
+  while (n_kv_heads % heads != 0) --heads;
+  return heads;
+}
+
 // Decode: p.n_queries == 1 at position p.first_pos; keys [0, first_pos] of every kv head.
 // out, q: [n_heads × head_dim]. Threads over (kv head, chunk) items, then over heads to merge.
 // make_runner(head_dim, max_queries) makes one thread's KeyRunner (it reads the cache);
 // direct is passed on to it.
 //
-// A paged cache is read by items of (chunk) for all kv heads, page by page, each page's heads
-// in turn: a page holds every head's rows back to back (kv_view.hpp), so the item streams
-// whole pages (256 KiB of K for 32 heads × 16 f32 rows of 128) where a head at a time would
+// A paged cache is read by items of (chunk, group of kv heads; page_heads_per_item), page by
+// page, each page's heads of the group in turn: a page holds every head's rows back to back
+// (kv_view.hpp), so the item streams runs of pages (64 KiB of K for 8 heads × 16 f32 rows of
+// 128) where a head at a time would
 // read scattered pieces of 8 KiB (measured on Zen 5: a plain read loop over shuffled 8 KiB
 // pieces runs at 16 GB/s against 43 in order; MHA decode at 32,768 tokens over pages of 16
 // went from 1.5-2.2× the contiguous step to 1.2×).
@@ -281,11 +294,11 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t n_keys = p.first_pos + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const bool by_page = kRunsPageByPage<Runner> && kv.paged() && kv.n_kv_heads > 1;
-  const std::size_t heads_per_item = by_page ? kv.n_kv_heads : 1;
-  // Page by page an item holds every head, so chunks may be short: 16 items rather than 7 at
-  // 2,000 tokens keep 2 threads evenly loaded.
+  const std::size_t heads_per_item = by_page ? page_heads_per_item(kv.n_kv_heads) : 1;
+  // Page by page an item holds several heads, so chunks may be short (16 items rather than 7
+  // at 2,000 tokens keep 2 threads evenly loaded), and long contexts are cut finer.
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads,
-                           by_page ? kKeyBlock : kMinChunkKeys<Runner>);
+                           by_page ? kKeyBlock : kMinChunkKeys<Runner>, by_page ? 2048 : 8192);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
