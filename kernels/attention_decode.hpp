@@ -64,6 +64,9 @@ struct DecodeScratch {
   // The rows read after a run() call's range when they are not its continuation (a paged
   // cache read page by page: the next head's rows of the page), prefetched by its last block.
   NextBlock after_range;
+  // A paged cache read a page at a time by one query per head: its groups of heads' requests,
+  // which every block takes a line of per line read (nullptr: blocks request the next block).
+  PageGroupPrefetcher* page_group = nullptr;
 
   DecodeScratch(std::size_t g, std::size_t dp, bool tiles)
       : floats(2 * g * dp + 2 * g * kKeyBlock + 2 * kKeyBlock + (tiles ? 2 * kKeyBlock * dp : 0)),
@@ -143,6 +146,14 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
       group.at_block(b0, nb);
       KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale};
       blk.k_lines = &group.key_lines(), blk.v_lines = &group.value_lines();
+      attend_block<A, D, true>(st[0], blk, nv, ws.s, ws.p);
+      continue;
+    }
+    if (ws.page_group != nullptr && direct && count == 1) {  // the group requests the rows
+      if (kv.paged())
+        NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range).prefetch_scales();
+      KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale};
+      blk.k_lines = &ws.page_group->key_lines(), blk.v_lines = &ws.page_group->value_lines();
       attend_block<A, D, true>(st[0], blk, nv, ws.s, ws.p);
       continue;
     }
@@ -299,6 +310,9 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // at 2,000 tokens keep 2 threads evenly loaded), and long contexts are cut finer.
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads,
                            by_page ? kKeyBlock : kMinChunkKeys<Runner>, by_page ? 2048 : 8192);
+  // One query per head reading pages shorter than a block in place: a page at a time, heads in
+  // groups (PageGroupPrefetcher), rather than blocks across pages.
+  const bool page_groups = by_page && direct && g == 1 && kv.page_tokens < kKeyBlock;
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
@@ -309,6 +323,8 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(g * heads_per_item, dp, !direct);
+    PageGroupPrefetcher page_group(kv, heads_per_item);
+    if (page_groups) ws.page_group = &page_group;
     // A runner that pages itself keeps every head's queries of an item at once.
     auto runner = make_runner(d, kPagesItself<Runner> ? g * heads_per_item : g);
     QueryState* st = ws.states.get();
@@ -328,8 +344,9 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
         if (by_page) runner.run_paged(kv, kvh0, heads_per_item, t0, t1, st, g);
       } else if (by_page) {
         // Rows read in place take blocks across pages (run_key_range).
-        for_page_parts(kv, kvh0, heads_per_item, t0, t1, direct ? kKeyBlock : 0,
+        for_page_parts(kv, kvh0, heads_per_item, t0, t1, direct && !page_groups ? kKeyBlock : 0,
                        [&](std::size_t i, std::size_t b0, std::size_t b1, const NextBlock& next) {
+                         if (page_groups) page_group.at_part(kv, kvh0, i, b0, b1, t1);
                          ws.after_range = next;
                          runner.run(kv, kvh0 + i, b0, b1, st + i * g, g, nv, direct, ws);
                        });
