@@ -96,6 +96,32 @@ void attend_block_all(QueryState* st, std::size_t count, const KeyBlock<D>& blk,
   }
 }
 
+// One query over keys [t0, t1) of kv head kvh within one page, read in place, taking a line of
+// its page group's requests per line read (PageGroupPrefetcher): a page of 16 tokens is one
+// block, and this is run_key_range's loop without what such a block does not need.
+template <class A, KvDtype D>
+void run_page_part(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1,
+                   QueryState& st, std::size_t nv, const DecodeScratch<A>& ws) {
+  for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
+    nb = kv.block_rows(b0, t1, kKeyBlock);
+    const float* k_scale = nullptr;
+    const float* v_scale = nullptr;
+    if constexpr (D == KvDtype::int8) {
+      block_scales<A>(kv, kvh, b0, nb, kKeyBlock, ws.k_scale, ws.v_scale, k_scale, v_scale);
+      NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range).prefetch_scales();
+    }
+    KeyBlock<D> blk{reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0)),
+                    reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0)),
+                    kv.head_dim,
+                    b0,
+                    nb,
+                    k_scale,
+                    v_scale};
+    blk.k_lines = &ws.page_group->key_lines(), blk.v_lines = &ws.page_group->value_lines();
+    attend_block<A, D, true>(st, blk, nv, ws.s, ws.p);
+  }
+}
+
 // Runs query states [0, count) over keys [t0, t1) of kv head `kvh`, 64 keys at a time.
 // direct: read the cache rows in place, widening in registers; otherwise widen each block
 // once into f32 tiles shared by all query vectors.
@@ -105,6 +131,9 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
                    const DecodeScratch<A>& ws) {
   constexpr std::size_t W = fbatch<A>::size;
   const std::size_t d = kv.head_dim;
+  if (ws.page_group != nullptr && direct && count == 1) {  // rows of one page
+    return run_page_part<A, D>(kv, kvh, t0, t1, st[0], nv, ws);
+  }
   // Rows read in place take blocks across pages (attend_block_chunked): one query, or several
   // that all see the whole range (decode; a causal tile would need its rows cut per query).
   bool all_see = true;
@@ -146,14 +175,6 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
       group.at_block(b0, nb);
       KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale};
       blk.k_lines = &group.key_lines(), blk.v_lines = &group.value_lines();
-      attend_block<A, D, true>(st[0], blk, nv, ws.s, ws.p);
-      continue;
-    }
-    if (ws.page_group != nullptr && direct && count == 1) {  // the group requests the rows
-      if (kv.paged())
-        NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range).prefetch_scales();
-      KeyBlock<D> blk{k, v, d, b0, nb, k_scale, v_scale};
-      blk.k_lines = &ws.page_group->key_lines(), blk.v_lines = &ws.page_group->value_lines();
       attend_block<A, D, true>(st[0], blk, nv, ws.s, ws.p);
       continue;
     }
