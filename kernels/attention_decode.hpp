@@ -306,13 +306,12 @@ inline std::size_t page_heads_per_item(std::size_t n_kv_heads) {
 // make_runner(head_dim, max_queries) makes one thread's KeyRunner (it reads the cache);
 // direct is passed on to it.
 //
-// A paged cache is read by items of (chunk, group of kv heads; page_heads_per_item), page by
+// A paged cache is read by items of (chunk, group of kv heads: page_heads_per_item), page by
 // page, each page's heads of the group in turn: a page holds every head's rows back to back
-// (kv_view.hpp), so the item streams runs of pages (64 KiB of K for 8 heads × 16 f32 rows of
-// 128) where a head at a time would
-// read scattered pieces of 8 KiB (measured on Zen 5: a plain read loop over shuffled 8 KiB
-// pieces runs at 16 GB/s against 43 in order; MHA decode at 32,768 tokens over pages of 16
-// went from 1.5-2.2× the contiguous step to 1.2×).
+// (kv_view.hpp), so the item streams runs of a page (64 KiB of K for 8 heads × 16 f32 rows of
+// 128) where a head at a time would read scattered pieces of 8 KiB (measured on Zen 5: a
+// plain read loop over shuffled 8 KiB pieces runs at 16 GB/s against 43 in order; MHA decode
+// at 32,768 tokens over pages of 16 went from 1.5-2.2× the contiguous step to 1.2×).
 template <class A, class MakeRunner>
 void decode_with(const AttentionProblem& p, int threads, bool direct,
                  const MakeRunner& make_runner) {
