@@ -38,10 +38,9 @@ struct DecodePlan {
   DecodePlan(std::size_t n_keys, std::size_t n_kv_heads, int threads, std::size_t min_chunk,
              std::size_t long_chunk = 8192) {
     const std::size_t kMinChunk = min_chunk;
-    const std::size_t kLongChunk = long_chunk;
     const std::size_t want_items = threads > 16 ? static_cast<std::size_t>(threads) : 16;
     std::size_t chunks = (want_items + n_kv_heads - 1) / n_kv_heads;
-    const std::size_t long_chunks = (n_keys + kLongChunk - 1) / kLongChunk;
+    const std::size_t long_chunks = (n_keys + long_chunk - 1) / long_chunk;
     if (long_chunks > chunks) chunks = long_chunks;
     const std::size_t max_chunks = (n_keys + kMinChunk - 1) / kMinChunk;
     if (chunks > max_chunks) chunks = max_chunks;
