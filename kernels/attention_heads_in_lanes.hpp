@@ -32,12 +32,15 @@
 namespace kvscope::simd {
 
 // Runs pass.template operator()<QV>(first, lanes) over the queries [0, count) in passes of
-// up to 2·W queries, QV = 2 vectors of lanes or 1 for a pass of at most W.
-template <std::size_t W, class Pass>
+// up to MaxQV·W queries (MaxQV 2 or 4): QV vectors of lanes, the fewest that hold the pass.
+template <std::size_t W, int MaxQV = 2, class Pass>
 void lane_passes(std::size_t count, Pass&& pass) {
-  for (std::size_t first = 0; first < count; first += 2 * W) {
-    const std::size_t lanes = count - first < 2 * W ? count - first : 2 * W;
-    if (lanes > W) {
+  static_assert(MaxQV == 2 || MaxQV == 4);
+  for (std::size_t first = 0; first < count; first += MaxQV * W) {
+    const std::size_t lanes = count - first < MaxQV * W ? count - first : MaxQV * W;
+    if (lanes > 2 * W) {
+      if constexpr (MaxQV == 4) pass.template operator()<4>(first, lanes);
+    } else if (lanes > W) {
       pass.template operator()<2>(first, lanes);
     } else {
       pass.template operator()<1>(first, lanes);

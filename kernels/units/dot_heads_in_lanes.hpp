@@ -33,8 +33,13 @@ namespace kvscope::simd {
 template <class A, KvDtype D>
 class DotHeadsInLanes {
   static constexpr std::size_t W = 16;
-  static constexpr std::size_t kLanes = 2 * W;  // queries per pass: two vectors
-  static constexpr std::size_t kTile = 12;      // rows or columns per micro-tile (× 2 vectors)
+  // Queries per pass: up to four vectors. Prefill's tasks of 64 queries run as one pass of
+  // 4, not two of 2: half the broadcasts (and int8 bias xors) per dot, and the block's keys
+  // and values read once (2-4% faster prefill, int8 and bf16 on AMD Zen 4).
+  static constexpr std::size_t kLanes = 4 * W;
+  // Rows or columns per micro-tile of QV query vectors: 24 accumulators.
+  template <int QV>
+  static constexpr std::size_t kTile = QV == 4 ? 6 : 12;
   using Geo = DotGeometry<D>;
   using Acc = typename DotAcc<D>::type;
 
@@ -62,7 +67,7 @@ class DotHeadsInLanes {
 
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count) {
-    lane_passes<W>(count, [&]<int QV>(std::size_t first, std::size_t lanes) {
+    lane_passes<W, 4>(count, [&]<int QV>(std::size_t first, std::size_t lanes) {
       run_group<QV>(kv, kvh, t0, t1, st + first, lanes);
     });
   }
@@ -122,7 +127,7 @@ class DotHeadsInLanes {
       }
       const auto* k = reinterpret_cast<const std::uint8_t*>(kv.k_row(kvh, b0));
       float* s = s_.get();
-      micro_tiles<kTile>(rows, [&]<std::size_t R>(std::size_t t) {
+      micro_tiles<kTile<QV>>(rows, [&]<std::size_t R>(std::size_t t) {
         scores<QV, R>(k, t, sq, offset, k_scale, s, next.k, next.rows);
       });
 
@@ -133,7 +138,7 @@ class DotHeadsInLanes {
       // block's longest phase (prefetched while interleaving, they arrived too late).
       LinePrefetcher pf(next.v, next.rows * geo_.row_bytes);
       const std::size_t n_groups = (rows + Geo::kValueRows - 1) / Geo::kValueRows;
-      micro_tiles<kTile>(positions_, [&]<std::size_t R>(std::size_t c) {
+      micro_tiles<kTile<QV>>(positions_, [&]<std::size_t R>(std::size_t c) {
         weighted_values<QV, R>(c, n_groups, correction, w_scale, ot, pf);
       });
       pf.rest();
