@@ -52,16 +52,16 @@ class DotHeadsInLanes {
   explicit DotHeadsInLanes(std::size_t head_dim)
       : geo_(head_dim),
         positions_(geo_.acc_vectors * 16),
-        q_groups_(geo_.segments * 16),
+        q_groups_(W * geo_.segments * 16),
         qt_(geo_.groups * kLanes),
         wt_(Geo::kRowGroups * kLanes),
         vt_(Geo::kRowGroups * positions_),
         ot_(positions_ * kLanes),
         s_(kDotBlock * kLanes),
         pads_(2 * kDotBlock),
-        natural_(positions_) {
+        place_(positions_) {
     for (std::size_t c = 0; c < positions_; ++c) {
-      natural_.get()[c] = static_cast<std::uint32_t>(geo_.natural(c / 16, c % 16));
+      place_.get()[geo_.natural(c / 16, c % 16)] = static_cast<std::uint32_t>(c);
     }
   }
 
@@ -79,36 +79,31 @@ class DotHeadsInLanes {
   void run_group(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
                  std::size_t lanes) {
     constexpr std::size_t L = QV * W;
-    const std::size_t d = geo_.d;
-    std::int32_t* qt = qt_.get();
     float* ot = ot_.get();
     alignas(64) float sq[L], offset[L], m_io[L], l_io[L], visible[L];
-    // Queries quantized as the tile kernel does (pack_query), transposed to [group][lane].
-    std::int32_t* groups = q_groups_.get();
+    // Queries quantized as the tile kernel does (pack_query), 16 lanes' groups side by side,
+    // then transposed to [group][lane].
+    const std::size_t group_row = geo_.segments * 16;
     DotQuery q;
-    q.groups = groups;
     FirstBlockPrefetch first(kv, kvh, t0, t1, kDotBlock);  // while the queries are packed
     for (std::size_t i = 0; i < L; ++i) {
       for (int x = 0; x < 8; ++x) first.next();
       const bool live = i < lanes;
+      q.groups = q_groups_.get() + i % W * group_row;
       if (live) {
         pack_query<D>(st[i].q, geo_, q);
       } else {
-        std::memset(groups, 0, geo_.segments * 64);
+        std::memset(q.groups, 0, geo_.segments * 64);
         q.scale = 0.0f, q.offset = 0;
       }
-      for (std::size_t g = 0; g < geo_.groups; ++g) qt[g * L + i] = groups[g];
+      if (i % W == W - 1) groups_to_lanes<QV>(i / W);
       sq[i] = q.scale;
       offset[i] = static_cast<float>(q.offset);
-      const float* acc = live ? st[i].acc : nullptr;  // st[i] exists only for live lanes
-      for (std::size_t c = 0; c < positions_; ++c) {
-        const std::uint32_t j = natural_.get()[c];
-        ot[c * L + i] = live && j < d ? acc[j] : 0.0f;
-      }
       m_io[i] = live ? st[i].m : -kInf;
       l_io[i] = live ? st[i].l : 0.0f;
     }
     first.rest();
+    accumulators_to_lanes<QV>(st, lanes);
     __m512 m[QV], l[QV];
     for (int v = 0; v < QV; ++v) {
       m[v] = _mm512_load_ps(m_io + v * W);
@@ -148,15 +143,73 @@ class DotHeadsInLanes {
       _mm512_store_ps(m_io + v * W, m[v]);
       _mm512_store_ps(l_io + v * W, l[v]);
     }
+    lanes_to_accumulators<QV>(st, lanes);
     for (std::size_t i = 0; i < lanes; ++i) {
-      float* acc = st[i].acc;
-      for (std::size_t c = 0; c < positions_; ++c) {
-        const std::uint32_t j = natural_.get()[c];
-        if (j < d) acc[j] = ot[c * L + i];
-      }
       st[i].m = m_io[i];
       st[i].l = l_io[i];
     }
+  }
+
+  // qᵀ[g][16v + k] ← group g of lane 16v + k's packed query (row k of q_groups_).
+  template <int QV>
+  void groups_to_lanes(std::size_t v) {
+    constexpr std::size_t L = QV * W;
+    const std::size_t group_row = geo_.segments * 16;
+    for (std::size_t g0 = 0; g0 < geo_.groups; g0 += 16) {
+      __m512i r[16];
+      for (std::size_t k = 0; k < 16; ++k) {
+        r[k] = _mm512_load_si512(q_groups_.get() + k * group_row + g0);
+      }
+      transpose16x16_epi32(r);
+      for (std::size_t g = g0; g < g0 + 16 && g < geo_.groups; ++g) {
+        _mm512_store_si512(qt_.get() + g * L + v * W, r[g - g0]);
+      }
+    }
+  }
+  // oᵀ ← the accumulators of lanes [0, lanes) (0 for idle lanes and padding), 16 lanes × 16
+  // elements at a time: a transpose puts element j's 16 lanes in one vector, stored as row
+  // place_[j] of oᵀ. (A lane at a time, the scalar copies took a quarter of run_group.)
+  template <int QV>
+  void accumulators_to_lanes(const QueryState* st, std::size_t lanes) {
+    constexpr std::size_t L = QV * W;
+    for (int v = 0; v < QV; ++v) {
+      for (std::size_t j0 = 0; j0 < positions_; j0 += 16) {
+        const __mmask16 in_row = row_mask(j0);
+        __m512i r[16];
+        for (std::size_t k = 0; k < 16; ++k) {
+          const std::size_t i = v * W + k;
+          r[k] = i < lanes ? _mm512_castps_si512(_mm512_maskz_loadu_ps(in_row, st[i].acc + j0))
+                           : _mm512_setzero_si512();
+        }
+        transpose16x16_epi32(r);
+        for (std::size_t e = 0; e < 16; ++e) {
+          _mm512_store_si512(ot_.get() + place_.get()[j0 + e] * L + v * W, r[e]);
+        }
+      }
+    }
+  }
+  // The accumulators of lanes [0, lanes) ← oᵀ, the inverse of accumulators_to_lanes.
+  template <int QV>
+  void lanes_to_accumulators(QueryState* st, std::size_t lanes) const {
+    constexpr std::size_t L = QV * W;
+    for (int v = 0; v < QV && v * W < lanes; ++v) {
+      for (std::size_t j0 = 0; j0 < positions_; j0 += 16) {
+        const __mmask16 in_row = row_mask(j0);
+        __m512i r[16];
+        for (std::size_t e = 0; e < 16; ++e) {
+          r[e] = _mm512_load_si512(ot_.get() + place_.get()[j0 + e] * L + v * W);
+        }
+        transpose16x16_epi32(r);
+        for (std::size_t k = 0; k < 16 && v * W + k < lanes; ++k) {
+          _mm512_mask_storeu_ps(st[v * W + k].acc + j0, in_row, _mm512_castsi512_ps(r[k]));
+        }
+      }
+    }
+  }
+  // Elements [j0, j0 + 16) of an accumulator that lie in the head (< d).
+  __mmask16 row_mask(std::size_t j0) const {
+    const std::size_t n = geo_.d > j0 ? geo_.d - j0 : 0;
+    return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1);
   }
 
   static Acc zero() {
@@ -350,9 +403,9 @@ class DotHeadsInLanes {
   std::size_t positions_;  // accumulator positions per query (head_dim padded, tile order)
   Scratch<A, std::int32_t> q_groups_, qt_, wt_, vt_;
   Scratch<A> ot_, s_, pads_;
-  // natural_[c]: the element of accumulator position c (DotGeometry::natural; ≥ d: padding),
-  // looked up once here rather than recomputed for every lane of every work item.
-  Scratch<A, std::uint32_t> natural_;
+  // place_[j]: the accumulator position of element j (the inverse of DotGeometry::natural,
+  // a permutation of [0, positions_); elements ≥ d are padding).
+  Scratch<A, std::uint32_t> place_;
 };
 
 // The dot units' runners: queries in lanes where enough of them share a long key range,

@@ -200,11 +200,14 @@ INSTANTIATE_TEST_SUITE_P(
 // page by page, all heads of a page in turn, in chunks of their own: a chunk's running maximum
 // then differs, and with it the rounding of its weights to u8 or bf16. Those, and pages of 16,
 // which cut a block every 16 keys and move the int8 weights' block scale, are held to check
-// 1's bound against the reference on the same rounded query.
+// 1's bound against the reference on the same rounded query. Pages of 256 under a context of
+// 8,500 keys: chunks of 576 keys that span three pages.
 void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
   const std::size_t n_kv = group == 32 ? 1 : 2;
   unsigned seed = 300;
-  for (const Case& c : cases({40, 128})) {
+  std::vector<Case> paged_cases = cases({40, 128});
+  paged_cases.push_back({128, 8499, 1});
+  for (const Case& c : paged_cases) {
     SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", first_pos " +
                  std::to_string(c.first_pos) + ", n_queries " + std::to_string(c.n_queries));
     const RandomProblem rp(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed,
@@ -215,7 +218,7 @@ void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
     std::vector<float> flat(rp.out_size()), same_q(rp.out_size());
     simd::attend_dot_unit(rp.problem(flat.data()), unit, 2);
     attend_ref(rounded_q.problem(same_q.data()), 2);
-    for (std::size_t page_tokens : {16, 64}) {
+    for (std::size_t page_tokens : {16, 64, 256}) {
       SCOPED_TRACE("page of " + std::to_string(page_tokens));
       const KvCache paged = paged_copy(rp, page_tokens);
       std::vector<float> out(rp.out_size(), -1.0f);
