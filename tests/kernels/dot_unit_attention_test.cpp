@@ -195,13 +195,16 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Over a paged cache the units read each page's rows and scales through the table: pages of
-// 64 tokens keep the 64-key blocks, so every bit equals the contiguous layout where the unit
-// reads a head at a time (AMX, or one kv head). VNNI and AVX512-BF16 read several kv heads
-// page by page, all heads of a page in turn, in chunks of their own: a chunk's running maximum
-// then differs, and with it the rounding of its weights to u8 or bf16. Those, and pages of 16,
-// which cut a block every 16 keys and move the int8 weights' block scale, are held to check
-// 1's bound against the reference on the same rounded query. Pages of 256 under a context of
-// 8,500 keys: chunks of 576 keys that span three pages.
+// 256 tokens keep every kernel's key blocks (64 keys in the tile kernels, 128 and 256 in the
+// queries-in-lanes kernel for bf16 and int8), so every bit equals the contiguous layout where
+// the unit reads a head at a time (AMX, or one kv head); pages of 64 do so for the tile
+// kernels only. VNNI and AVX512-BF16 read several kv heads page by page, all heads of a page
+// in turn, in chunks of their own: a chunk's running maximum then differs, and with it the
+// rounding of its weights to u8 or bf16. Those, and pages that cut a block (which moves the
+// int8 weights' block scale), are held to check 1's bound against the reference on the same
+// rounded query. The 8,500-key context gives chunks of 576 keys across pages of 256: they
+// start inside pages, where the page cuts a block, so it is held to the bound alone (on
+// every unit: not run on AMX when this was written).
 void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
   const std::size_t n_kv = group == 32 ? 1 : 2;
   unsigned seed = 300;
@@ -232,7 +235,8 @@ void check_paged(ComputeUnit unit, std::size_t group, KvDtype dtype) {
       // whole 4-byte groups; others run on VNNI a page at a time).
       const bool tiles = (unit == ComputeUnit::amx_int8 || unit == ComputeUnit::amx_bf16) &&
                          (dtype != KvDtype::int8 || c.head_dim % 4 == 0);
-      if (!by_page && (page_tokens == 64 || tiles)) {
+      const bool chunks_start_on_pages = c.first_pos < 8000;
+      if (!by_page && chunks_start_on_pages && (page_tokens == 256 || tiles)) {
         EXPECT_EQ(0, std::memcmp(out.data(), flat.data(), out.size() * sizeof(float)))
             << "paged differs from contiguous by " << max_abs_diff(out, flat);
       }
