@@ -24,6 +24,7 @@
 // Include only from ISA-flagged translation units (kernels/arch/).
 #include <cassert>
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <type_traits>
 
@@ -292,44 +293,22 @@ class HeadsInLanes {
   static void rows_to_lanes(const QueryState* st, std::size_t lanes, std::size_t L, std::size_t d,
                             float* QueryState::*row, float* out, FirstBlockPrefetch& first) {
     for (std::size_t v = 0; v * 16 < L; ++v) {
-      for (std::size_t j0 = 0; j0 < d; j0 += 16) {
-        first.next();
-        const __mmask16 in_row = row_mask(d, j0);
-        __m512i r[16];
-        for (std::size_t k = 0; k < 16; ++k) {
-          const std::size_t i = v * 16 + k;
-          r[k] = i < lanes ? _mm512_castps_si512(_mm512_maskz_loadu_ps(in_row, st[i].*row + j0))
-                           : _mm512_setzero_si512();
-        }
-        transpose16x16_epi32(r);
-        for (std::size_t e = 0; e < 16 && j0 + e < d; ++e) {
-          _mm512_storeu_si512(out + (j0 + e) * L + v * 16, r[e]);
-        }
-      }
+      for (std::size_t j0 = 0; j0 < d; j0 += 16) first.next();
+      const float* rows[16];
+      for (std::size_t k = 0; k < 16; ++k)
+        rows[k] = v * 16 + k < lanes ? st[v * 16 + k].*row : nullptr;
+      rows_to_lanes16(rows, d, d, std::identity{}, out + v * 16, L);
     }
   }
   // AVX-512: st[i].acc[j] ← in[j · L + i] for lanes i < lanes (the inverse of rows_to_lanes).
   static void lanes_to_rows(const float* in, std::size_t L, std::size_t d, QueryState* st,
                             std::size_t lanes) {
     for (std::size_t v = 0; v * 16 < lanes; ++v) {
-      for (std::size_t j0 = 0; j0 < d; j0 += 16) {
-        const __mmask16 in_row = row_mask(d, j0);
-        __m512i r[16];
-        for (std::size_t e = 0; e < 16; ++e) {
-          r[e] =
-              j0 + e < d ? _mm512_loadu_si512(in + (j0 + e) * L + v * 16) : _mm512_setzero_si512();
-        }
-        transpose16x16_epi32(r);
-        for (std::size_t k = 0; k < 16 && v * 16 + k < lanes; ++k) {
-          _mm512_mask_storeu_ps(st[v * 16 + k].acc + j0, in_row, _mm512_castsi512_ps(r[k]));
-        }
-      }
+      float* rows[16];
+      for (std::size_t k = 0; k < 16; ++k)
+        rows[k] = v * 16 + k < lanes ? st[v * 16 + k].acc : nullptr;
+      lanes_to_rows16(in + v * 16, L, d, d, std::identity{}, rows);
     }
-  }
-  // Elements [j0, j0 + 16) of a row of d that exist.
-  static __mmask16 row_mask(std::size_t d, std::size_t j0) {
-    const std::size_t n = d - j0;
-    return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1);
   }
 
   // One pass of up to QV·W queries over one key block: scores of its first `rows` rows, the

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -159,63 +160,37 @@ class DotHeadsInLanes {
   // qᵀ[g][16v + k] ← group g of lane 16v + k's packed query (row k of q_groups_).
   template <int QV>
   void groups_to_lanes(std::size_t v) {
-    constexpr std::size_t L = QV * W;
-    const std::size_t group_row = geo_.segments * 16;
-    for (std::size_t g0 = 0; g0 < geo_.groups; g0 += 16) {
-      __m512i r[16];
-      for (std::size_t k = 0; k < 16; ++k) {
-        r[k] = _mm512_load_si512(q_groups_.get() + k * group_row + g0);
-      }
-      transpose16x16_epi32(r);
-      for (std::size_t g = g0; g < g0 + 16 && g < geo_.groups; ++g) {
-        _mm512_store_si512(qt_.get() + g * L + v * W, r[g - g0]);
-      }
+    const float* rows[16];
+    for (std::size_t k = 0; k < 16; ++k) {
+      rows[k] = reinterpret_cast<const float*>(q_groups_.get() + k * geo_.segments * 16);
     }
+    rows_to_lanes16(rows, geo_.groups, geo_.groups, std::identity{},
+                    reinterpret_cast<float*>(qt_.get()) + v * W, QV * W);
   }
   // oᵀ ← the accumulators of lanes [0, lanes) (0 for idle lanes and padding), 16 lanes × 16
   // elements at a time: a transpose puts element j's 16 lanes in one vector, stored as row
   // place_[j] of oᵀ. (A lane at a time, the scalar copies took a quarter of run_group.)
   template <int QV>
   void accumulators_to_lanes(const QueryState* st, std::size_t lanes) {
-    constexpr std::size_t L = QV * W;
     for (int v = 0; v < QV; ++v) {
-      for (std::size_t j0 = 0; j0 < positions_; j0 += 16) {
-        const __mmask16 in_row = row_mask(j0);
-        __m512i r[16];
-        for (std::size_t k = 0; k < 16; ++k) {
-          const std::size_t i = v * W + k;
-          r[k] = i < lanes ? _mm512_castps_si512(_mm512_maskz_loadu_ps(in_row, st[i].acc + j0))
-                           : _mm512_setzero_si512();
-        }
-        transpose16x16_epi32(r);
-        for (std::size_t e = 0; e < 16; ++e) {
-          _mm512_store_si512(ot_.get() + place_.get()[j0 + e] * L + v * W, r[e]);
-        }
-      }
+      const float* rows[16];
+      for (std::size_t k = 0; k < 16; ++k)
+        rows[k] = v * W + k < lanes ? st[v * W + k].acc : nullptr;
+      rows_to_lanes16(rows, geo_.d, positions_, place(), ot_.get() + v * W, QV * W);
     }
   }
   // The accumulators of lanes [0, lanes) ← oᵀ, the inverse of accumulators_to_lanes.
   template <int QV>
   void lanes_to_accumulators(QueryState* st, std::size_t lanes) const {
-    constexpr std::size_t L = QV * W;
     for (int v = 0; v < QV && v * W < lanes; ++v) {
-      for (std::size_t j0 = 0; j0 < positions_; j0 += 16) {
-        const __mmask16 in_row = row_mask(j0);
-        __m512i r[16];
-        for (std::size_t e = 0; e < 16; ++e) {
-          r[e] = _mm512_load_si512(ot_.get() + place_.get()[j0 + e] * L + v * W);
-        }
-        transpose16x16_epi32(r);
-        for (std::size_t k = 0; k < 16 && v * W + k < lanes; ++k) {
-          _mm512_mask_storeu_ps(st[v * W + k].acc + j0, in_row, _mm512_castsi512_ps(r[k]));
-        }
-      }
+      float* rows[16];
+      for (std::size_t k = 0; k < 16; ++k)
+        rows[k] = v * W + k < lanes ? st[v * W + k].acc : nullptr;
+      lanes_to_rows16(ot_.get() + v * W, QV * W, geo_.d, positions_, place(), rows);
     }
   }
-  // Elements [j0, j0 + 16) of an accumulator that lie in the head (< d).
-  __mmask16 row_mask(std::size_t j0) const {
-    const std::size_t n = geo_.d > j0 ? geo_.d - j0 : 0;
-    return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+  auto place() const {
+    return [p = place_.get()](std::size_t j) { return static_cast<std::size_t>(p[j]); };
   }
 
   static Acc zero() {
