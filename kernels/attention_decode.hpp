@@ -66,6 +66,9 @@ struct DecodeScratch {
   // A paged cache read a page at a time by one query per head: its groups of heads' requests,
   // which every block takes a line of per line read (nullptr: blocks request the next block).
   PageGroupPrefetcher* page_group = nullptr;
+  // One query per head, rows read in place: whether they are also requested ahead in software
+  // (prefetch_single_query_rows(); without, the hardware prefetchers stream them alone).
+  bool prefetch_single_rows = true;
 
   DecodeScratch(std::size_t g, std::size_t dp, bool tiles)
       : floats(2 * g * dp + 2 * g * kKeyBlock + 2 * kKeyBlock + (tiles ? 2 * kKeyBlock * dp : 0)),
@@ -141,7 +144,8 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
   // One query reading rows of under 32 KiB a block in place: prefetches by groups of blocks.
   // (GQA-8's query tiles on groups took 1.02-1.12x the time: they keep the next block's.)
   GroupPrefetcher group(kv, kvh, t0, t1, kKeyBlock, ws.after_range);
-  const bool grouped = direct && count == 1 && group.grouped();
+  const bool ahead = count > 1 || ws.prefetch_single_rows;
+  const bool grouped = direct && count == 1 && group.grouped() && ahead;
   for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
     nb = chunked ? kv.chunked_block_rows(b0, t1, kKeyBlock) : kv.block_rows(b0, t1, kKeyBlock);
     const float* k_scale = nullptr;
@@ -158,12 +162,13 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
       const BlockRows k = kv.k_block(kvh, b0, nb), v = kv.v_block(kvh, b0, nb);
       const BlockRows k_next = kv.k_block(next.kvh, next.pos, next.rows);
       const BlockRows v_next = kv.v_block(next.kvh, next.pos, next.rows);
+      const std::size_t n_next = ahead ? next.rows : 0;
       if (count == 1) {
         attend_block_chunked<A, D>(st[0], k, v, b0, nb, d, nv, k_scale, v_scale, k_next, v_next,
-                                   next.rows, ws.s, ws.p);
+                                   n_next, ws.s, ws.p);
       } else {
         attend_block_multi_chunked<A, D>(st, count, k, v, b0, nb, d, nv, k_scale, v_scale, k_next,
-                                         v_next, next.rows, ws.s, ws.p, kKeyBlock, ws.active.get(),
+                                         v_next, n_next, ws.s, ws.p, kKeyBlock, ws.active.get(),
                                          ws.rows.get());
       }
       continue;
@@ -180,8 +185,9 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
     const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range);
     if (kv.paged()) next.prefetch_scales();
     // A next block across pages: its first page's rows (the rest are elsewhere).
-    const std::size_t n_next =
-        next.spans_pages(kv) ? kv.page_tokens - kv.row_in_page(next.pos) : next.rows;
+    const std::size_t n_next = !ahead                 ? 0
+                               : next.spans_pages(kv) ? kv.page_tokens - kv.row_in_page(next.pos)
+                                                      : next.rows;
     const auto* k_next = reinterpret_cast<const elem_t<D>*>(next.k);
     const auto* v_next = reinterpret_cast<const elem_t<D>*>(next.v);
     if (direct) {
@@ -332,6 +338,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // One query per head reading pages shorter than a block in place: a page at a time, heads in
   // groups (PageGroupPrefetcher), rather than blocks across pages.
   const bool page_groups = by_page && direct && g == 1 && kv.page_tokens < kKeyBlock;
+  const bool prefetch_rows = g > 1 || prefetch_single_query_rows();
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
@@ -342,6 +349,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(g * heads_per_item, dp, !direct);
+    ws.prefetch_single_rows = prefetch_rows;
     PageGroupPrefetcher page_group(kv, heads_per_item);
     if (page_groups) ws.page_group = &page_group;
     // A runner that pages itself keeps every head's queries of an item at once.
@@ -365,7 +373,9 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
         // Rows read in place take blocks across pages (run_key_range).
         for_page_parts(kv, kvh0, heads_per_item, t0, t1, direct && !page_groups ? kKeyBlock : 0,
                        [&](std::size_t i, std::size_t b0, std::size_t b1, const NextBlock& next) {
-                         if (page_groups) page_group.at_part(kv, kvh0, i, b0, b1, t1);
+                         if (page_groups && prefetch_rows) {
+                           page_group.at_part(kv, kvh0, i, b0, b1, t1);
+                         }
                          ws.after_range = next;
                          runner.run(kv, kvh0 + i, b0, b1, st + i * g, g, nv, direct, ws);
                        });

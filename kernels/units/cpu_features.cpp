@@ -24,6 +24,12 @@ std::uint64_t os_saved_state() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) {
+    char vendor[13] = {};
+    std::memcpy(vendor, &ebx, 4), std::memcpy(vendor + 4, &edx, 4),
+        std::memcpy(vendor + 8, &ecx, 4);
+    f.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
+  }
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
   const unsigned max_subleaf = eax;
   const std::uint64_t xcr0 = os_saved_state();
