@@ -17,27 +17,23 @@ KvPageGeometry::KvPageGeometry(std::size_t n_kv_heads, std::size_t head_dim,
         "KV page sizes must be at least 1 (kv heads " + std::to_string(n_kv_heads) + ", head_dim " +
         std::to_string(head_dim) + ", tokens per page " + std::to_string(page_tokens) + ")");
   }
-  const auto part = [&](std::uint64_t row_bytes) {
-    const std::uint64_t bytes = checked_mul(page_tokens, row_bytes, "KV page");
-    return round_up_to_cache_line(bytes);
+  const auto part = [&](std::uint64_t bytes_per_token) {
+    return round_up_to_cache_line(checked_mul(page_tokens, bytes_per_token, "KV page"));
   };
-  k_head_stride = part(kv_row_bytes(types.k, head_dim));
-  v_head_stride = part(kv_row_bytes(types.v, head_dim));
-  v_offset = checked_mul(n_kv_heads, k_head_stride, "KV page");
-  std::uint64_t end =
-      checked_add(v_offset, checked_mul(n_kv_heads, v_head_stride, "KV page"), "KV page");
-  // Scales of all heads back to back: head h's at h * page_tokens floats (KvView).
-  const std::uint64_t scales = round_up_to_cache_line(
-      checked_mul(checked_mul(n_kv_heads, page_tokens, "KV page"), sizeof(float), "KV page"));
+  // One block per head: its K rows, V rows, then int8 scales (KvView's paged layout).
+  std::uint64_t head = part(kv_row_bytes(types.k, head_dim));
+  v_offset = head;
+  head = checked_add(head, part(kv_row_bytes(types.v, head_dim)), "KV page");
   if (kv_has_scales(types.k)) {
-    k_scale_offset = end;
-    end = checked_add(end, scales, "KV page");
+    k_scale_offset = head;
+    head = checked_add(head, part(sizeof(float)), "KV page");
   }
   if (kv_has_scales(types.v)) {
-    v_scale_offset = end;
-    end = checked_add(end, scales, "KV page");
+    v_scale_offset = head;
+    head = checked_add(head, part(sizeof(float)), "KV page");
   }
-  page_bytes = end;
+  k_head_stride = v_head_stride = head;
+  page_bytes = checked_mul(n_kv_heads, head, "KV page");
 }
 
 KvPagePool::KvPagePool(const KvPageGeometry& geometry)

@@ -11,9 +11,9 @@
 
 namespace kvscope {
 
-// Where the parts of one page lie (KvView's paged layout): K rows of head h at
-// h * k_head_stride, V rows at v_offset + h * v_head_stride, int8 scales at the scale
-// offsets; every part starts on a 64-byte line.
+// Where the parts of one page lie (KvView's paged layout): a block per head, head h's at
+// h * k_head_stride (v_head_stride is the same), holding its K rows, its V rows at v_offset,
+// and int8 scales at the scale offsets; every part starts on a 64-byte line.
 struct KvPageGeometry {
   std::size_t n_kv_heads = 0, head_dim = 0, page_tokens = 0;
   KvTypes types;

@@ -376,7 +376,7 @@ void for_page_parts(const KvView& kv, std::size_t kvh0, std::size_t heads, std::
 
 // The prefetches of a paged cache read a page at a time, each page's heads [0, heads) of an
 // item in turn (for_page_parts with min_rows 0), one query per head. A page holds its heads'
-// rows back to back, so the heads go in groups of about 32 KiB of a page's rows; while one
+// blocks back to back, so the heads go in groups of about 32 KiB of a page's rows; while one
 // group is read, the next group's keys and values (the next heads of the page, else the first
 // heads of the next page) are requested in page runs, a line per line read. A copy of decode's
 // reads over pages of 16 (bf16 and f32 rows of 128, 8 heads an item, Intel Xeon) read so as
@@ -403,11 +403,16 @@ class PageGroupPrefetcher {
       return;
     }
     const std::size_t rows = kv.block_rows(pos, end, kv.page_tokens);
-    const std::size_t n = std::min(group_, heads_ - next) - 1;  // heads after the first
-    k_ = PageRunPrefetcher(kv.k_row(kvh0 + next, pos),
-                           n * kv.k_head_stride_bytes + rows * kv.k_row_bytes());
-    v_ = PageRunPrefetcher(kv.v_row(kvh0 + next, pos),
-                           n * kv.v_head_stride_bytes + rows * kv.v_row_bytes());
+    const std::size_t last = kvh0 + next + std::min(group_, heads_ - next) - 1;
+    // The group's heads' blocks are back to back: one range, from the first head's keys to the
+    // last head's values, split between the two in proportion to what keys and values read.
+    const std::byte* from = kv.k_row(kvh0 + next, pos);
+    const std::size_t bytes =
+        static_cast<std::size_t>(kv.v_row(last, pos) - from) + rows * kv.v_row_bytes();
+    const std::size_t k_bytes =
+        bytes * kv.k_row_bytes() / (kv.k_row_bytes() + kv.v_row_bytes()) / 64 * 64;
+    k_ = PageRunPrefetcher(from, k_bytes);
+    v_ = PageRunPrefetcher(from + k_bytes, bytes - k_bytes);
     // Part of a page (an item's first or last): the heads' rows are not back to back, and the
     // parts read fewer lines than the range holds, so it is requested at once.
     if (rows < kv.page_tokens) k_.rest(), v_.rest();

@@ -330,7 +330,15 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t n_keys = p.first_pos + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const bool by_page = kRunsPageByPage<Runner> && kv.paged() && kv.n_kv_heads > 1;
-  const std::size_t heads_per_item = by_page ? page_heads_per_item(kv.n_kv_heads) : 1;
+  const bool prefetch_rows = g > 1 || prefetch_single_query_rows();
+  // One query per head streaming its rows without software prefetches reads whole pages, all
+  // heads of each in turn: a page is then one run for the hardware prefetchers (pages of 16,
+  // f32 rows of 128: 512 KiB, against 128 KiB for 8 heads). Measured on Zen 4, MHA f32 decode
+  // at 2,000 tokens: 1.06x the contiguous step, against 1.20x for items of 8 heads.
+  const std::size_t heads_per_item = !by_page ? 1
+                                     : direct && !prefetch_rows
+                                         ? kv.n_kv_heads
+                                         : page_heads_per_item(kv.n_kv_heads);
   // Page by page an item holds several heads, so chunks may be short (16 items rather than 7
   // at 2,000 tokens keep 2 threads evenly loaded), and long contexts are cut finer.
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads,
@@ -338,7 +346,6 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // One query per head reading pages shorter than a block in place: a page at a time, heads in
   // groups (PageGroupPrefetcher), rather than blocks across pages.
   const bool page_groups = by_page && direct && g == 1 && kv.page_tokens < kKeyBlock;
-  const bool prefetch_rows = g > 1 || prefetch_single_query_rows();
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;

@@ -39,9 +39,12 @@ struct BlockRows {
 // v_scale): element = q * scale.
 //
 // Paged (vLLM's PagedAttention): position pos lives in page pages[pos / page_tokens], row
-// pos % page_tokens. A page holds page_tokens rows of every kv head: K of head h at
-// page + h * k_head_stride_bytes, V at page + v_offset + h * v_head_stride_bytes, int8 scales
-// as floats at page + k_scale_offset + h * page_tokens (v_scale_offset likewise).
+// pos % page_tokens. A page holds page_tokens rows of every kv head, a block per head: head
+// h's at page + h * k_head_stride_bytes (v_head_stride_bytes is the same), with its K rows
+// first, its V rows at v_offset in the block, int8 scales as floats at k_scale_offset
+// (v_scale_offset). A head's keys and values of a page are then one run of memory, and a
+// page's heads one after another: read a page at a time, a stream the hardware prefetchers
+// follow alone (kv_page_pool.hpp; measured in attention_decode.hpp's decode_with).
 //
 // K and V types may differ (k_dtype, v_dtype). int4 rows hold their group scales inline
 // (kernels/formats/int4_format.hpp).
@@ -51,7 +54,7 @@ struct KvView {
   std::size_t n_kv_heads = 0;
   std::size_t head_dim = 0;
   std::size_t capacity = 0;
-  std::size_t k_head_stride_bytes = 0;  // contiguous: per head; paged: per head in a page
+  std::size_t k_head_stride_bytes = 0;  // contiguous: per head; paged: a head's block in a page
   std::size_t v_head_stride_bytes = 0;
   const std::byte* k = nullptr;
   const std::byte* v = nullptr;
@@ -148,7 +151,8 @@ struct KvView {
 
  private:
   const float* page_scales(std::size_t offset, std::size_t kv_head, std::size_t pos) const {
-    return reinterpret_cast<const float*>(pages[page_of(pos)] + offset) + kv_head * page_tokens +
+    return reinterpret_cast<const float*>(pages[page_of(pos)] + kv_head * k_head_stride_bytes +
+                                          offset) +
            row_in_page(pos);
   }
 };

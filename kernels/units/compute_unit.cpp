@@ -90,7 +90,7 @@ bool cpu_has(ComputeUnit unit) {
 bool prefetch_single_query_rows() { return !cpu_features().amd; }
 
 ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
-                                   std::size_t head_dim) {
+                                   std::size_t head_dim, bool paged) {
   if (mode == ComputeMode::exact || isa != Isa::avx512 || !types.same()) {
     return ComputeUnit::fp32_fma;
   }
@@ -111,11 +111,12 @@ ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std
   if (dtype == KvDtype::int4 && cpu_has(ComputeUnit::vnni_int8)) {
     return ComputeUnit::vnni_int8;
   }
-  // One query per kv head on a CPU that streams its rows without software prefetches: the
-  // widening kernel then reads faster than VNNI (which quantizes each block's weights and
-  // interleaves its values). Zen 4, MHA int8 decode, 2 threads, cold: 0.76x VNNI's time at
-  // 2,000 tokens, 0.79x at 32,768.
-  const bool widening_streams = sharing == 1 && !prefetch_single_query_rows();
+  // One query per kv head of a contiguous cache on a CPU that streams its rows without
+  // software prefetches: the widening kernel then reads faster than VNNI (which quantizes each
+  // block's weights and interleaves its values). Zen 4, MHA int8 decode, 2 threads, cold:
+  // 0.66-0.76x VNNI's time at 2,000 tokens, 0.66-0.79x at 32,768. Over pages of 16 it took
+  // 1.25x VNNI's time (a block per 16 keys costs int8's short rows more), so pages keep VNNI.
+  const bool widening_streams = sharing == 1 && !paged && !prefetch_single_query_rows();
   if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8) && !widening_streams) {
     return ComputeUnit::vnni_int8;
   }

@@ -76,7 +76,7 @@ bool prefetch_single_query_rows();
 // AMX, MHA int8 at 32,768 tokens over pages of 16: 11.0 ms on VNNI against 12.3 on fp32-fma,
 // 9.0 contiguous).
 ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
-                                   std::size_t head_dim);
+                                   std::size_t head_dim, bool paged = false);
 
 // Runs `iterations` rounds of independent dot-product chains of `unit` on each of `threads`
 // threads; returns the operations done, 2 per multiply-add (as fma_burn counts FLOPs).

@@ -239,6 +239,23 @@ TEST(KvCachePaged, RowsAndScalesThroughThePageTable) {
         EXPECT_EQ(view.v_row_scale(h, pos), flat.view().v_row_scale(h, pos));
       }
     }
+    // A block per head: its keys, values and scales in one run, the page's heads one after
+    // another (so a page read a head at a time is one stream).
+    const KvPageGeometry& g = pool->geometry();
+    const auto at = [&](const void* p) {
+      return static_cast<std::size_t>(static_cast<const std::byte*>(p) - view.pages[1]);
+    };
+    EXPECT_EQ(g.page_bytes, 3 * g.k_head_stride);
+    for (std::size_t h = 0; h < 3; ++h) {
+      EXPECT_EQ(at(view.k_row(h, 4)), h * g.k_head_stride);
+      EXPECT_EQ(at(view.v_row(h, 4)), h * g.k_head_stride + g.v_offset);
+      EXPECT_GE(g.v_offset, 4 * kv_row_bytes(types.k, 10));
+      for (const float* scales : {view.k_scales(h, 4), view.v_scales(h, 4)}) {
+        if (scales == nullptr) continue;
+        EXPECT_GE(at(scales), h * g.k_head_stride + g.v_offset + 4 * kv_row_bytes(types.v, 10));
+        EXPECT_LE(at(scales + 4), (h + 1) * g.k_head_stride);
+      }
+    }
     // Blocks stop at page ends; the last holds what is left.
     EXPECT_EQ(view.block_rows(0, 11, 64), 4u);
     EXPECT_EQ(view.block_rows(5, 11, 64), 3u);

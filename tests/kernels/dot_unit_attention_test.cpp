@@ -427,9 +427,11 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   const ComputeUnit vnni =
       cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma;
   // One query per kv head: widening where the CPU streams its rows without software
-  // prefetches (AMD), VNNI elsewhere.
+  // prefetches (AMD), VNNI elsewhere and over pages.
   EXPECT_EQ(prefetch_single_query_rows() ? vnni : ComputeUnit::fp32_fma,
             unit_for(KvDtype::int8, 1));
+  EXPECT_EQ(vnni, attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 1, 128,
+                                         /*paged=*/true));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 2));
   for (std::size_t sharing : {1, 4, 32, 64}) EXPECT_EQ(vnni, unit_for(KvDtype::int4, sharing));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 1));

@@ -16,7 +16,7 @@ namespace {
 constexpr std::size_t kPageTokens = 16, kHeads = 12, kPages = 8;
 
 // A paged view over addresses that are never read (prefetches do not fault): page p at
-// p GiB + 1 GiB, a page's K rows head after head, then its V rows.
+// p GiB + 1 GiB, a block per head holding its K rows, then its V rows (no int8 scales).
 struct FakePages {
   KvView kv;
   std::vector<const std::byte*> table;
@@ -25,9 +25,8 @@ struct FakePages {
     kv.k_dtype = kv.v_dtype = dtype;
     kv.n_kv_heads = kHeads, kv.head_dim = head_dim, kv.capacity = kPages * kPageTokens;
     kv.page_tokens = kPageTokens;
-    kv.k_head_stride_bytes = kPageTokens * kv.k_row_bytes();
-    kv.v_head_stride_bytes = kPageTokens * kv.v_row_bytes();
-    kv.v_offset = kHeads * kv.k_head_stride_bytes;
+    kv.v_offset = kPageTokens * kv.k_row_bytes();
+    kv.k_head_stride_bytes = kv.v_head_stride_bytes = kv.v_offset + kPageTokens * kv.v_row_bytes();
     for (std::size_t p = 0; p < kPages; ++p)
       table.push_back(reinterpret_cast<const std::byte*>((p + 1) << 30));
     kv.pages = table.data();
@@ -119,7 +118,7 @@ TEST(PageGroupPrefetcher, RequestsEachLaterGroupOnceDuringTheGroupBefore) {
     EXPECT_GE(page, t0 / kPageTokens);
     EXPECT_LE(page, (t1 - 1) / kPageTokens);
     const std::size_t in_page = reinterpret_cast<std::size_t>(line) - ((page + 1) << 30);
-    const std::size_t head = in_page % kv.v_offset / kv.k_head_stride_bytes;
+    const std::size_t head = in_page / kv.k_head_stride_bytes;
     EXPECT_GE(head, kvh0);
     EXPECT_LT(head, kvh0 + heads);
   }
