@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/kv_view.hpp"
+#include "kernels/prefetch_policy.hpp"
 #include "kernels/simd_rows.hpp"
 
 namespace kvscope::simd {
@@ -85,20 +86,23 @@ class LinePrefetcher {
 };
 
 // LinePrefetcher's contract, for kernels bound by memory (rows read in place, one or a few
-// queries per row): the lines go out in 4 KiB runs side by side (line j of every run, then
-// line j + 1), not front to back. Each run is a page to the hardware prefetcher, which then
-// streams several pages at once. A thread reading one stream front to back reached about 2/3
-// of the bandwidth of one reading 8 such runs at once (Intel Xeon, 2 threads: 18-20 against
-// 26-28 GB/s; runs under 4 KiB were no better than one stream). Kernels bound by arithmetic
-// keep LinePrefetcher: this one's next() costs a few more instructions (MQA f32 8-11% slower).
+// queries per row): on Intel the lines go out in 4 KiB runs side by side (line j of every
+// run, then line j + 1), not front to back. Each run is a page to the hardware prefetcher,
+// which then streams several pages at once. A thread reading one stream front to back reached
+// about 2/3 of the bandwidth of one reading 8 such runs at once (Intel Xeon, 2 threads: 18-20
+// against 26-28 GB/s; runs under 4 KiB were no better than one stream). On AMD front to back
+// measured faster (prefetch_policy.hpp). Kernels bound by arithmetic keep LinePrefetcher: this
+// one's next() costs a few more instructions (MQA f32 8-11% slower).
 class PageRunPrefetcher {
  public:
   static constexpr std::size_t kRunBytes = 4096;
+  // In runs on this CPU, else front to back (prefetch_in_page_runs()).
+  static inline const bool kInPageRuns = prefetch_in_page_runs();
 
-  PageRunPrefetcher(const void* from, std::size_t bytes)
+  PageRunPrefetcher(const void* from, std::size_t bytes, bool in_runs = kInPageRuns)
       : base_(static_cast<const char*>(from)), lines_(from ? (bytes + 63) / 64 : 0) {
     const std::size_t runs = bytes / kRunBytes;
-    spread_lines_ = from && runs >= 2 ? runs * (kRunBytes / 64) : 0;
+    spread_lines_ = from && runs >= 2 && in_runs ? runs * (kRunBytes / 64) : 0;
   }
   void next() {
     if (done_ >= lines_) return;

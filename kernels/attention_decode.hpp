@@ -19,6 +19,7 @@
 #include "kernels/attention_block.hpp"
 #include "kernels/attention_block_multi.hpp"
 #include "kernels/attention_heads_in_lanes.hpp"
+#include "kernels/prefetch_policy.hpp"
 #include "kernels/units/compute_unit.hpp"
 
 namespace kvscope::simd {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/prefetch_policy.hpp"
 #include "kernels/roofline.hpp"
 #include "kernels/units/amx_kernels.hpp"
 #include "kernels/units/cpu_features.hpp"
@@ -86,8 +87,6 @@ bool cpu_has(ComputeUnit unit) {
   }
   return false;
 }
-
-bool prefetch_single_query_rows() { return !cpu_features().amd; }
 
 ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
                                    std::size_t head_dim, bool paged) {

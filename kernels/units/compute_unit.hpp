@@ -58,14 +58,6 @@ inline constexpr std::size_t kBf16DotMinSharing = 8;
 // against 7.9 ms, GQA-8 3.3–3.5 against 6.4–6.8, GQA-4 2.6–2.7 against 3.8, GQA-2 2.4
 // against 3.1, MQA 2.3 against 2.8; causal prefill of 2,000 tokens 137–149 against 155–163 ms.
 
-// Whether kernels that stream cache rows in place for one query per kv head (MHA decode on
-// fp32-fma) also request the rows ahead in software (attention_block.hpp's prefetchers).
-// Intel Xeon: yes, they raised MHA decode's read rate there (GroupPrefetcher,
-// PageRunPrefetcher). AMD: no; its hardware prefetchers stream such rows faster alone.
-// Measured on Zen 4 (2 threads, cold, 2026-12-04), MHA decode without them against with:
-// f32 0.80x the time at 2,000 tokens and 0.84x at 32,768; bf16 0.90x and 0.70x.
-bool prefetch_single_query_rows();
-
 // The unit attend() uses for a cache of `types` and `head_dim` on `isa` in `mode` on this
 // CPU, when `sharing` query vectors read each key block (decode: heads per kv head; prefill:
 // that times the query rows). AMX first where the CPU has it, then the dot units. bf16 dot products

@@ -14,7 +14,7 @@ struct CpuFeatures {
   bool amx_bf16 = false;     // AMX tiles with bf16 dot products (CPU and OS state)
   bool amx_int8 = false;     // AMX tiles with int8 dot products (CPU and OS state)
   bool amx_granted = false;  // Linux granted tile data (arch_prctl ARCH_REQ_XCOMP_PERM)
-  bool amd = false;          // vendor "AuthenticAMD" (prefetch_single_query_rows())
+  bool amd = false;          // vendor "AuthenticAMD" (kernels/prefetch_policy.hpp)
   std::string amx_note;      // why AMX is unusable although the CPU has it; empty otherwise
 };
 

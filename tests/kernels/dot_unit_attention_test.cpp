@@ -31,6 +31,7 @@
 
 #include "engine/kv_cache.hpp"
 #include "kernels/number_formats.hpp"
+#include "kernels/prefetch_policy.hpp"
 #include "kernels/units/compute_unit.hpp"
 #include "kernels/units/cpu_features.hpp"
 #include "tests/kernels/attention_test_util.hpp"

@@ -28,7 +28,8 @@ TEST(PageRunPrefetcher, WalksWholeRunsSideBySideThenTheTailFrontToBack) {
   constexpr std::size_t kRun = PageRunPrefetcher::kRunBytes, kLinesPerRun = kRun / 64;
   const char* base = reinterpret_cast<const char*>(std::size_t{1} << 20);  // never read
   const std::size_t bytes = 3 * kRun + 5 * 64 + 10;                        // 6 tail lines
-  const std::vector<std::size_t> got = requested_offsets(PageRunPrefetcher(base, bytes), base);
+  const std::vector<std::size_t> got =
+      requested_offsets(PageRunPrefetcher(base, bytes, /*in_runs=*/true), base);
 
   std::vector<std::size_t> want;
   for (std::size_t line = 0; line < kLinesPerRun; ++line) {
@@ -36,6 +37,18 @@ TEST(PageRunPrefetcher, WalksWholeRunsSideBySideThenTheTailFrontToBack) {
   }
   for (std::size_t tail = 3 * kRun; tail < bytes; tail += 64) want.push_back(tail);
   EXPECT_EQ(got, want);
+}
+
+// Where the CPU streams better front to back (prefetch_in_page_runs(): AMD), every line in
+// order; the default follows this CPU.
+TEST(PageRunPrefetcher, FrontToBackWhereRunsDoNotPay) {
+  const char* base = reinterpret_cast<const char*>(std::size_t{1} << 20);
+  const std::size_t bytes = 3 * PageRunPrefetcher::kRunBytes + 5 * 64 + 10;
+  std::vector<std::size_t> in_order;
+  for (std::size_t at = 0; at < bytes; at += 64) in_order.push_back(at);
+  EXPECT_EQ(requested_offsets(PageRunPrefetcher(base, bytes, /*in_runs=*/false), base), in_order);
+  const bool default_in_order = requested_offsets(PageRunPrefetcher(base, bytes), base) == in_order;
+  EXPECT_EQ(default_in_order, !prefetch_in_page_runs());
 }
 
 TEST(PageRunPrefetcher, UnderTwoRunsGoesFrontToBack) {
@@ -63,27 +76,30 @@ TEST(PageRunPrefetcher, NothingToRequestWithoutARange) {
 TEST(PageRunPrefetcher, RowStepsAndRestRequestTheSameLines) {
   const char* base = reinterpret_cast<const char*>(std::size_t{1} << 20);
   const std::size_t bytes = 64 * 512;  // 64 f32 rows of 128: 8 runs
-  const std::vector<std::size_t> one_by_one =
-      requested_offsets(PageRunPrefetcher(base, bytes), base);
-  ASSERT_EQ(one_by_one.size(), bytes / 64);
+  for (const bool in_runs : {true, false}) {
+    SCOPED_TRACE(in_runs ? "in runs" : "front to back");
+    const std::vector<std::size_t> one_by_one =
+        requested_offsets(PageRunPrefetcher(base, bytes, in_runs), base);
+    ASSERT_EQ(one_by_one.size(), bytes / 64);
 
-  PageRunPrefetcher by_rows(base, bytes);
-  std::vector<std::size_t> got;
-  for (std::size_t row = 0; row < 40; ++row) {
-    for (std::size_t i = 0; i < lines_per_row(512); ++i) {
-      got.push_back(static_cast<std::size_t>(by_rows.upcoming() - base));
-      by_rows.next();
+    PageRunPrefetcher by_rows(base, bytes, in_runs);
+    std::vector<std::size_t> got;
+    for (std::size_t row = 0; row < 40; ++row) {
+      for (std::size_t i = 0; i < lines_per_row(512); ++i) {
+        got.push_back(static_cast<std::size_t>(by_rows.upcoming() - base));
+        by_rows.next();
+      }
     }
+    EXPECT_EQ(by_rows.lines_left(), 24 * lines_per_row(512));
+    const PageRunPrefetcher rest_from = by_rows;
+    std::vector<std::size_t> rest = requested_offsets(rest_from, base);
+    got.insert(got.end(), rest.begin(), rest.end());
+    by_rows.rest();
+    EXPECT_TRUE(by_rows.done());
+    by_rows.next(3);  // past the end: nothing
+    EXPECT_EQ(by_rows.upcoming(), nullptr);
+    EXPECT_EQ(got, one_by_one);
   }
-  EXPECT_EQ(by_rows.lines_left(), 24 * lines_per_row(512));
-  const PageRunPrefetcher rest_from = by_rows;
-  std::vector<std::size_t> rest = requested_offsets(rest_from, base);
-  got.insert(got.end(), rest.begin(), rest.end());
-  by_rows.rest();
-  EXPECT_TRUE(by_rows.done());
-  by_rows.next(3);  // past the end: nothing
-  EXPECT_EQ(by_rows.upcoming(), nullptr);
-  EXPECT_EQ(got, one_by_one);
 }
 
 }  // namespace

@@ -1,0 +1,11 @@
+#include "kernels/prefetch_policy.hpp"
+
+#include "kernels/units/cpu_features.hpp"
+
+namespace kvscope {
+
+bool prefetch_single_query_rows() { return !cpu_features().amd; }
+
+bool prefetch_in_page_runs() { return !cpu_features().amd; }
+
+}  // namespace kvscope

@@ -1,0 +1,23 @@
+#pragma once
+// How kernels that read the KV cache from memory request its rows ahead, chosen per CPU
+// vendor from measurements on each: the same requests that raised the read rate on Intel Xeon
+// lowered it on AMD Zen 4, whose hardware prefetchers stream such rows better alone. The
+// choice moves no result (prefetches change timing only).
+
+namespace kvscope {
+
+// Whether kernels that stream cache rows in place for one query per kv head (MHA decode on
+// fp32-fma) also request the rows ahead in software. Intel Xeon: yes (GroupPrefetcher,
+// PageGroupPrefetcher). AMD: no. Zen 4 (2 threads, cold, 2026-12-04), MHA decode without them
+// against with: f32 0.80-0.96x the time at 2,000 tokens and 0.81-0.84x at 32,768; bf16
+// 0.84-0.90x and 0.65-0.70x.
+bool prefetch_single_query_rows();
+
+// Whether PageRunPrefetcher requests its lines in 4 KiB runs side by side (line j of every
+// run, then line j + 1: Intel Xeon, where a thread reading several pages at once read 1.4x
+// faster than one stream) or front to back (AMD). Zen 4, front to back against runs: GQA-8
+// decode at 2,000 tokens 0.89x the time (f32), 0.95x (bf16), 0.93x (int8, vnni-int8); at
+// 32,768 tokens 0.90x (f32) and 0.86x (int8); MQA int8 0.83x.
+bool prefetch_in_page_runs();
+
+}  // namespace kvscope
