@@ -432,7 +432,7 @@ class PageGroupPrefetcher {
 // A work item's first block of keys [t0, t0 + max_rows) of kv head kvh, K and V rows, to
 // request while the item sets up (transposing or packing its queries): the kernels prefetch
 // only from block to block, so nothing else covers it (an eighth of the keys in MQA decode at
-// 2,000 tokens, items of 256 keys).
+// 2,000 tokens when items were 256 keys).
 struct FirstBlockPrefetch {
   LinePrefetcher k, v;
 
