@@ -335,15 +335,15 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t n_keys = p.first_pos + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const bool by_page = kRunsPageByPage<Runner> && kv.paged() && kv.n_kv_heads > 1;
-  const bool prefetch_rows = g > 1 || prefetch_single_query_rows();
+  const bool single_rows_ahead = prefetch_single_query_rows();
   // One query per head streaming its rows without software prefetches reads whole pages, all
   // heads of each in turn: a page is then one run for the hardware prefetchers (pages of 16,
   // f32 rows of 128: 512 KiB, against 128 KiB for 8 heads). Measured on Zen 4, MHA f32 decode
   // at 2,000 tokens: 1.06x the contiguous step, against 1.20x for items of 8 heads.
-  const std::size_t heads_per_item = !by_page ? 1
-                                     : direct && !prefetch_rows
-                                         ? kv.n_kv_heads
-                                         : page_heads_per_item(kv.n_kv_heads);
+  const bool whole_pages = direct && g == 1 && !single_rows_ahead;
+  const std::size_t heads_per_item = !by_page      ? 1
+                                     : whole_pages ? kv.n_kv_heads
+                                                   : page_heads_per_item(kv.n_kv_heads);
   // Page by page an item holds several heads, so chunks may be short (16 items rather than 7
   // at 2,000 tokens keep 2 threads evenly loaded), and long contexts are cut finer.
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads,
@@ -361,7 +361,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(g * heads_per_item, dp, !direct);
-    ws.prefetch_single_rows = prefetch_rows;
+    ws.prefetch_single_rows = single_rows_ahead;
     PageGroupPrefetcher page_group(kv, heads_per_item);
     if (page_groups) ws.page_group = &page_group;
     // A runner that pages itself keeps every head's queries of an item at once.
@@ -385,7 +385,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
         // Rows read in place take blocks across pages (run_key_range).
         for_page_parts(kv, kvh0, heads_per_item, t0, t1, direct && !page_groups ? kKeyBlock : 0,
                        [&](std::size_t i, std::size_t b0, std::size_t b1, const NextBlock& next) {
-                         if (page_groups && prefetch_rows) {
+                         if (page_groups && single_rows_ahead) {
                            page_group.at_part(kv, kvh0, i, b0, b1, t1);
                          }
                          ws.after_range = next;
