@@ -15,10 +15,10 @@ namespace kvscope {
 void gemv_bf16_dot(const float* x, const WeightsView& w, float* y, int threads);
 
 // The same for the m rows of a small batch: y[m × w.rows] = bf16(x[m × w.cols]) · Wᵀ. Each
-// 64-byte line of W is read from memory once for all m rows (a block of W's rows is re-read
-// from L1 for each group of 4 rows of x), where oneDNN's bf16 matmul read the weights at 19.5
-// of the GEMV's 45 GB/s at m = 8 (Zen 5). Row b of y is bit for bit gemv_bf16_dot of row b
-// of x (the same sums in the same order).
+// 64-byte line of W is read from memory once for all m rows (in registers for up to 8 rows of
+// x; a block of W's rows is re-read from L1 or L2 for each further tile of 8), where oneDNN's
+// bf16 matmul read the weights at 19.5 of the GEMV's 45 GB/s at m = 8 (Zen 5). Row b of y is
+// bit for bit gemv_bf16_dot of row b of x (the same sums in the same order).
 void gemm_bf16_dot(const float* x, std::size_t m, const WeightsView& w, float* y, int threads);
 
 }  // namespace kvscope
