@@ -30,6 +30,7 @@
 
 #include "kernels/attention_block.hpp"
 #include "kernels/kv_view.hpp"
+#include "kernels/softmax_exp.hpp"
 #include "kernels/transpose16x16.hpp"
 
 namespace kvscope::simd {
@@ -351,11 +352,11 @@ class HeadsInLanes {
       // A lane that has seen no key yet keeps m = −inf; exp against 0 then gives weights 0
       // instead of NaN from −inf − (−inf).
       const B base = xsimd::select(m_new == B(-kInf), B(0.0f), m_new);
-      correction[v] = xsimd::exp(m[v] - base);
+      correction[v] = softmax_exp(m[v] - base);
       m[v] = m_new;
       sum[v] = B(0.0f);
       for (std::size_t r = 0; r < rows; ++r) {
-        const B p = xsimd::exp(B::load_aligned(s + r * L + v * W) - base);
+        const B p = softmax_exp(B::load_aligned(s + r * L + v * W) - base);
         sum[v] += p;
         if constexpr (D == KvDtype::int8) {
           (p * B(blk.v_scale[r])).store_aligned(s + r * L + v * W);

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "engine/layer_weights.hpp"
 #include "tests/kernels/attention_f64.hpp"
 #include "tests/kernels/attention_test_util.hpp"
 
@@ -152,6 +154,33 @@ TEST_P(AttentionSimdIsa, AttendHonoursIsaArgument) {
   attend(rp.problem(ref.data()), Isa::scalar, 1);
   attend(rp.problem(out.data()), isa, 2);
   EXPECT_LE(max_abs_diff(out, ref), 1e-5f * max_abs(ref));
+}
+
+// A NaN in a visible key reaches every query head that reads it. With 32 query heads on one
+// kv head over 300 keys the decode runs the queries-in-lanes kernel, whose softmax exp must
+// not clamp a NaN score into a weight (softmax_exp.hpp): the key would be dropped silently.
+TEST_P(AttentionSimdIsa, NanInAVisibleKeyReachesItsQueryHeads) {
+  const Isa isa = GetParam();
+  if (!cpu_supports(isa)) GTEST_SKIP() << "CPU lacks " << to_string(isa);
+  const std::size_t n_heads = 32, d = 128, tokens = 300;
+  std::vector<float> k(tokens * d), v(tokens * d), q(n_heads * d), out(n_heads * d);
+  fill_uniform(k, 1, -1.0f, 1.0f);
+  fill_uniform(v, 2, -1.0f, 1.0f);
+  fill_uniform(q, 3, -1.0f, 1.0f);
+  k[100 * d + 5] = std::nanf("");
+  KvCache cache(1, d, tokens, KvDtype::f32);
+  cache.append(k.data(), v.data(), tokens);
+  run_isa(isa,
+          {.q = q.data(),
+           .n_queries = 1,
+           .first_pos = tokens - 1,
+           .n_heads = n_heads,
+           .kv = cache.view(),
+           .out = out.data()},
+          2);
+  std::size_t nans = 0;
+  for (float x : out) nans += std::isnan(x) ? 1 : 0;
+  EXPECT_EQ(nans, out.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryIsa, AttentionSimdIsa,
