@@ -344,10 +344,20 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t heads_per_item = !by_page      ? 1
                                      : whole_pages ? kv.n_kv_heads
                                                    : page_heads_per_item(kv.n_kv_heads);
-  // Page by page an item holds several heads, so chunks may be short (16 items rather than 7
-  // at 2,000 tokens keep 2 threads evenly loaded), and long contexts are cut finer.
-  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads,
-                           by_page ? kKeyBlock : kMinChunkKeys<Runner>, by_page ? 2048 : 8192);
+  // Page by page an item holds several heads, so one query per head reading in place may take
+  // chunks as short as a block (16 items rather than 7 at 2,000 tokens keep 2 threads evenly
+  // loaded), and long contexts are cut finer. Runners that set up more per item (query groups,
+  // the dot units' slots) keep the runner's minimum: at 2,000 tokens over pages of 16 (Zen 4,
+  // 2 threads, one binary alternating both), GQA-8 int8 (vnni-int8) took 0.74x the time of
+  // items of 64 keys, f32 and bf16 (fp32-fma) 0.88x and 0.82x, MHA int8 (vnni-int8) 0.88x;
+  // MHA f32 and bf16 reading in place took 1.03-1.12x with items of 512 keys, so they keep 64.
+  // (At most 512 over pages: AMX's 1,024 is unmeasured there.)
+  const bool short_items = g == 1 && !kPagesItself<Runner>;
+  const std::size_t min_chunk = !by_page      ? kMinChunkKeys<Runner>
+                                : short_items ? kKeyBlock
+                                              : std::min<std::size_t>(kMinChunkKeys<Runner>, 512);
+  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads, min_chunk,
+                           by_page ? 2048 : 8192);
   // One query per head reading pages shorter than a block in place: a page at a time, heads in
   // groups (PageGroupPrefetcher), rather than blocks across pages.
   const bool page_groups = by_page && direct && g == 1 && kv.page_tokens < kKeyBlock;
