@@ -348,9 +348,10 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // chunks as short as a block (16 items rather than 7 at 2,000 tokens keep 2 threads evenly
   // loaded), and long contexts are cut finer. Runners that set up more per item (query groups,
   // the dot units' slots) keep the runner's minimum: at 2,000 tokens over pages of 16 (Zen 4,
-  // 2 threads, one binary alternating both), GQA-8 int8 (vnni-int8) took 0.74x the time of
-  // items of 64 keys, f32 and bf16 (fp32-fma) 0.88x and 0.82x, MHA int8 (vnni-int8) 0.88x;
-  // MHA f32 and bf16 reading in place took 1.03-1.12x with items of 512 keys, so they keep 64.
+  // 2 threads, old and new binaries alternated), GQA-8 int8 (vnni-int8) took 0.85x the time of
+  // items of 64 keys, f32 and bf16 (fp32-fma) 0.88x and 0.91x; MHA int8 (vnni-int8) 0.98-1.01x
+  // (0.88x in an A/B within one binary). MHA f32 and bf16 reading in place took 1.03-1.12x
+  // with items of 512 keys, so they keep 64.
   // (At most 512 over pages: AMX's 1,024 is unmeasured there.)
   const bool short_items = g == 1 && !kPagesItself<Runner>;
   const std::size_t min_chunk = !by_page      ? kMinChunkKeys<Runner>
