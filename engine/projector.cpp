@@ -30,6 +30,11 @@ constexpr bool kDecodeUsesGemv = true;
 // batch is compute-bound). On the Intel Xeon with AMX (2026-12-02, 2 threads, medians of 3):
 // AMX tiles / AVX512-BF16 / oneDNN 2.37 / 4.57 / 3.52 ms at 8 rows, 2.38 / 8.93 / 3.84 at 16.
 constexpr std::size_t kSmallBatchRows = 16;
+// On CPUs without AMX, our AVX512-BF16 kernel keeps a batch up to this many rows: in tiles of
+// 8 rows (2026-12-05) it also beats oneDNN at 32. BM_SmallBatch, AMD Zen 4, 2 threads,
+// medians of 3, ours / oneDNN: 4.86 / 6.88 ms at 16 rows, 8.11 / 9.91 at 32, 15.5 / 16.3 at
+// 64 (within the noise: oneDNN keeps 33 and more).
+constexpr std::size_t kDotBatchRows = 32;
 
 void Projector::operator()(const float* x, const WeightsView& w, std::size_t m, float* y) {
   const auto start = std::chrono::steady_clock::now();
@@ -65,6 +70,10 @@ void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, fl
     }
     if (cpu_has(ComputeUnit::amx_bf16) && gemm_bf16_amx_blocked_fits(m, w)) {
       return gemm_bf16_amx_blocked(x, m, w, y, threads_, amx_scratch_);
+    }
+    if (m <= kDotBatchRows && isa_ == Isa::avx512 && cpu_features().avx512_bf16 &&
+        !cpu_features().amx_bf16) {
+      return gemm_bf16_dot(x, m, w, y, threads_);
     }
     return multiply_bf16(x, w, m, y);
   }

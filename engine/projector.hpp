@@ -26,7 +26,8 @@ namespace kvscope {
 //       kSmallBatchRows rows through our kernels instead, each reading the weights once for
 //       the batch: on AMX-BF16 tiles (gemm_bf16_amx, 2–16 rows, rows of W in whole 32-element
 //       steps) where Linux grants them, else on AVX512-BF16 (gemm_bf16_dot, each row's result
-//       bit for bit its GEMV's); larger ones (prefill) on AMX-BF16 through our blocked
+//       bit for bit its GEMV's; up to kDotBatchRows = 32 rows on CPUs without AMX, where it
+//       also beats oneDNN there); larger ones (prefill) on AMX-BF16 through our blocked
 //       kernel (gemm_bf16_amx_blocked, 1.6–2.2× oneDNN 2.6's AMX matmul here) where it
 //       fits, else oneDNN. Where oneDNN has no bf16 matmul (CPUs without AVX-512), as exact.
 //     otherwise (exact, or f16): a block of W's rows at a time widened into an f32 scratch

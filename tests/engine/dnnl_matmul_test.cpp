@@ -14,6 +14,7 @@
 #include "engine/weight_matrix.hpp"
 #include "kernels/number_formats.hpp"
 #include "kernels/units/cpu_features.hpp"
+#include "kernels/weights/gemv_bf16_dot.hpp"
 
 namespace kvscope {
 namespace {
@@ -78,8 +79,8 @@ TEST_P(Projector, EveryPathAgrees) {
     fill_uniform(x, 1, -1.0f, 1.0f);
     // m > 1 rounds x where oneDNN has a bf16 matmul (elsewhere fast runs exact); m = 1
     // (decode) where the GEMV runs on AVX512-BF16 (gemv_bf16_dot.hpp).
-    const bool bf16_unit = (m > 1 && DnnlMatmul::has_bf16()) ||
-                           (isa == Isa::avx512 && cpu_features().avx512_bf16);
+    const bool bf16_unit =
+        (m > 1 && DnnlMatmul::has_bf16()) || (isa == Isa::avx512 && cpu_features().avx512_bf16);
     const bool rounds_x = bf16_unit && isa != Isa::scalar && dtype == WeightDtype::bf16 &&
                           compute == ComputeMode::fast;
     std::vector<float> x_seen = x;
@@ -104,6 +105,31 @@ TEST_P(Projector, EveryPathAgrees) {
 
 // oneDNN 2.6 has bf16 matmuls from AVX-512 (avx512_core, emulated without AVX512-BF16) and
 // none below: the fast path's fallback to exact must fire on AVX2-only CPUs and only there.
+// Without AMX, batches of up to 32 rows stay on our AVX512-BF16 kernel (tiles of 8 rows beat
+// oneDNN there): each row of the product is bit for bit that row's GEMV, so a batch gives each
+// sequence exactly what it gets alone.
+TEST(ProjectorBatch, UpTo32RowsEachRowIsItsGemvWithoutAmx) {
+  if (!cpu_supports(Isa::avx512) || !cpu_features().avx512_bf16) {
+    GTEST_SKIP() << "this CPU lacks avx512_bf16";
+  }
+  if (cpu_features().amx_bf16) GTEST_SKIP() << "this CPU has amx_bf16: batches take AMX tiles";
+  const std::size_t k = 100, n = 20;
+  std::vector<float> values(n * k);
+  fill_uniform(values, 5, -1.0f, 1.0f);
+  const WeightMatrix w(values, n, k, WeightDtype::bf16);
+  kvscope::Projector project(Isa::avx512, 2, ComputeMode::fast, 16 * k * sizeof(float));
+  for (std::size_t m : {17, 24, 32}) {
+    std::vector<float> x(m * k), y(m * n), one(n);
+    fill_uniform(x, m, -1.0f, 1.0f);
+    project(x.data(), w.view(), m, y.data());
+    for (std::size_t b = 0; b < m; ++b) {
+      gemv_bf16_dot(x.data() + b * k, w.view(), one.data(), 1);
+      for (std::size_t r = 0; r < n; ++r)
+        EXPECT_EQ(y[b * n + r], one[r]) << "m " << m << " row " << b;
+    }
+  }
+}
+
 TEST(DnnlMatmul, HasBf16ExactlyWhereTheCpuHasAvx512) {
   EXPECT_EQ(DnnlMatmul::has_bf16(), cpu_supports(Isa::avx512));
   if (!DnnlMatmul::has_bf16()) {
