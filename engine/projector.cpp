@@ -62,7 +62,8 @@ void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, fl
   }
   // Without a bf16 matrix unit (oneDNN has no bf16 matmul below AVX-512) fast runs exact.
   if (w.dtype == WeightDtype::bf16 && compute_ == ComputeMode::fast && DnnlMatmul::has_bf16()) {
-    if (m <= kSmallBatchRows && isa_ == Isa::avx512 && cpu_features().avx512_bf16) {
+    const std::size_t small_rows = cpu_features().amx_bf16 ? kSmallBatchRows : kDotBatchRows;
+    if (m <= small_rows && isa_ == Isa::avx512 && cpu_features().avx512_bf16) {
       if (cpu_has(ComputeUnit::amx_bf16) && gemm_bf16_amx_fits(m, w)) {
         return gemm_bf16_amx(x, m, w, y, threads_);
       }
@@ -70,10 +71,6 @@ void Projector::multiply(const float* x, const WeightsView& w, std::size_t m, fl
     }
     if (cpu_has(ComputeUnit::amx_bf16) && gemm_bf16_amx_blocked_fits(m, w)) {
       return gemm_bf16_amx_blocked(x, m, w, y, threads_, amx_scratch_);
-    }
-    if (m <= kDotBatchRows && isa_ == Isa::avx512 && cpu_features().avx512_bf16 &&
-        !cpu_features().amx_bf16) {
-      return gemm_bf16_dot(x, m, w, y, threads_);
     }
     return multiply_bf16(x, w, m, y);
   }

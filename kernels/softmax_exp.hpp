@@ -7,10 +7,22 @@
 // xsimd::exp's instructions, which also handles x > 0 and subnormal results; the softmax of
 // MQA f32 decode spent 5% of the step in it (perf, AMD Zen 4). The AVX-512 dot kernels'
 // exp_nonpositive (units/dot_unit_attention.hpp) is the same polynomial on intrinsics.
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <xsimd/xsimd.hpp>
 
 namespace kvscope::simd {
+
+// 2^f for f ∈ [−½, ½] (Cephes exp2f), highest power first, for Horner's rule; shared with
+// exp_nonpositive.
+inline constexpr float kExp2Polynomial[] = {1.535336188319500e-4f,
+                                            1.339887440266574e-3f,
+                                            9.618437357674640e-3f,
+                                            5.550332471162809e-2f,
+                                            2.402264791363012e-1f,
+                                            6.931472028550421e-1f,
+                                            1.0f};
 
 template <class A>
 xsimd::batch<float, A> softmax_exp(xsimd::batch<float, A> x) {
@@ -22,13 +34,9 @@ xsimd::batch<float, A> softmax_exp(xsimd::batch<float, A> x) {
   const B t = xsimd::select(below, B(kLowest), x) * B(1.44269504088896341f);
   const B n = xsimd::nearbyint(t);
   const B f = t - n;
-  B p(1.535336188319500e-4f);
-  p = xsimd::fma(p, f, B(1.339887440266574e-3f));
-  p = xsimd::fma(p, f, B(9.618437357674640e-3f));
-  p = xsimd::fma(p, f, B(5.550332471162809e-2f));
-  p = xsimd::fma(p, f, B(2.402264791363012e-1f));
-  p = xsimd::fma(p, f, B(6.931472028550421e-1f));
-  p = xsimd::fma(p, f, B(1.0f));
+  B p(kExp2Polynomial[0]);
+  for (std::size_t i = 1; i < std::size(kExp2Polynomial); ++i)
+    p = xsimd::fma(p, f, B(kExp2Polynomial[i]));
   const I exponent = (xsimd::to_int(n) + I(127)) << 23;
   const B r = p * xsimd::bitwise_cast<B>(exponent);
   return xsimd::select(below, B(0.0f), r);

@@ -152,10 +152,11 @@ void gemm_blocks(const std::uint16_t* x, std::size_t m, std::size_t stride, std:
 // while it is in registers. Before, batches took tiles of 4 over blocks of 4 and requested
 // nothing ahead: a block was read from memory by its first tile, again from L2 by its
 // second, and no memory reads hid either pass. Over a 4096 × 11008 bf16 matrix (AMD Zen 4,
-// 2 threads, old and new kernels alternated in one process) 8 rows now take 0.93× the time,
-// 16 rows 0.88×, 2 rows 0.73× and 4 rows 0.78×. Tried and slower: k in chunks of 1-2 KiB
-// per row so that a tile's chunk of x stays in L1 (0.85-0.95× this speed: W's rows then
-// stream in short pieces), padding x's rows off 4 KiB strides (no change).
+// 2 threads, old and new kernels alternated in one process), with x's rows spaced as
+// batch_row_stride does: 8 rows 0.71× the time (0.77-0.95× from the tiles alone), 16 rows
+// 0.78-0.88×, 2 rows 0.72-0.93×, 4 rows 0.73-0.87×. Tried and slower: k in chunks of 1-2 KiB
+// per row so that a tile's chunk of x stays in L1 (0.99-1.15× the unchunked time: W's rows
+// then stream in short pieces).
 void gemm_bf16_dot(const float* x, std::size_t m, const WeightsView& w, float* y, int threads) {
   if (w.dtype != WeightDtype::bf16) {
     throw std::invalid_argument("gemv_bf16_dot needs bf16 weights");
@@ -164,14 +165,16 @@ void gemm_bf16_dot(const float* x, std::size_t m, const WeightsView& w, float* y
   const std::size_t k = w.cols, n = w.rows;
   const std::size_t lines = (k + kPairsPerLine - 1) / kPairsPerLine;
   const std::size_t stride = m == 1 ? lines * kPairsPerLine : batch_row_stride(lines);
-  const std::size_t x_tile = m == 1 ? 1 : m <= 4 ? 4 : 8;
-  const std::size_t padded = (m + x_tile - 1) / x_tile * x_tile;
-  const std::unique_ptr<std::uint16_t[]> x_bf16 =
-      round_rows_to_bf16(x, m, k, lines, stride, padded - m);
   const auto* wd = static_cast<const std::uint16_t*>(w.data);
-  if (m == 1) return gemm_blocks<4, 1>(x_bf16.get(), m, stride, lines, wd, k, n, y, threads);
-  if (m <= 4) return gemm_blocks<4, 4>(x_bf16.get(), m, stride, lines, wd, k, n, y, threads);
-  gemm_blocks<3, 8>(x_bf16.get(), m, stride, lines, wd, k, n, y, threads);
+  // x's rows padded with zero rows to whole tiles of XT.
+  const auto run = [&]<std::size_t R, std::size_t XT>() {
+    const std::unique_ptr<std::uint16_t[]> x_bf16 =
+        round_rows_to_bf16(x, m, k, lines, stride, (m + XT - 1) / XT * XT - m);
+    gemm_blocks<R, XT>(x_bf16.get(), m, stride, lines, wd, k, n, y, threads);
+  };
+  if (m == 1) return run.template operator()<4, 1>();
+  if (m <= 4) return run.template operator()<4, 4>();
+  run.template operator()<3, 8>();
 }
 
 void gemv_bf16_dot(const float* x, const WeightsView& w, float* y, int threads) {

@@ -32,11 +32,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "kernels/attention_decode.hpp"
 #include "kernels/kv_view.hpp"
 #include "kernels/number_formats.hpp"
+#include "kernels/softmax_exp.hpp"
 #include "kernels/units/dot_key_rows.hpp"
 #include "kernels/units/dot_query.hpp"
 #include "kernels/units/dot_tiles.hpp"
@@ -111,13 +113,9 @@ inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
                                  _mm512_set1_ps(1.44269504088896341f));
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  __m512 p = _mm512_set1_ps(kExp2Polynomial[0]);
+  for (std::size_t i = 1; i < std::size(kExp2Polynomial); ++i)
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Polynomial[i]));
   return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
 }
 
