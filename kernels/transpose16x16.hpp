@@ -9,8 +9,11 @@
 
 namespace kvscope::simd {
 
-// In-place transpose of a 16 × 16 matrix of 32-bit elements, r[row] → r[column].
-__attribute__((target("avx512f"))) inline void transpose16x16_epi32(__m512i r[16]) {
+// In-place transpose of a 16 × 16 matrix of 32-bit elements, r[row] → r[column]. Always
+// inlined: called, it takes and returns the 16 rows through memory (with a vzeroupper);
+// inlined into the dot units' key transpose, GQA-8 int8 decode took 0.92x the time (warm,
+// 2,000 tokens, AMD Zen 4).
+__attribute__((target("avx512f"), always_inline)) inline void transpose16x16_epi32(__m512i r[16]) {
   __m512i t[16];
   for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: columns (0,1) and (2,3) of a row pair
     t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);

@@ -62,13 +62,17 @@ void transpose_keys(const BlockRows& k, std::size_t nb, const DotGeometry<D>& ge
   for (std::size_t t0 = 0; t0 < nb; t0 += 16) {
     const std::byte* chunk = k.chunk[t0 / BlockRows::kChunkRows];  // rows t0 … t0 + 15
     for (std::size_t seg = 0; seg < geo.segments; ++seg) {
+      // Unrolled so that the rows stay in registers (rolled, they went through the stack:
+      // GQA-8 int8 decode 0.91x the time unrolled, warm, 2,000 tokens, AMD Zen 4).
       __m512i rows[16];
+#pragma GCC unroll 16
       for (std::size_t i = 0; i < 16; ++i) {
         pf.next();
         rows[i] = t0 + i < nb ? load_segment(chunk + i * geo.row_bytes, geo.row_bytes, seg)
                               : _mm512_setzero_si512();
       }
       transpose16x16_epi32(rows);
+#pragma GCC unroll 16
       for (std::size_t c = 0; c < 16; ++c) {
         const __m512i x = D == KvDtype::int8 ? _mm512_xor_si512(rows[c], offset) : rows[c];
         _mm512_store_si512(kt + (seg * 16 + c) * kDotBlock + t0, x);
