@@ -328,7 +328,11 @@ class HeadsInLanes {
     }
     const float* qtp = qt(pass);
     micro_tiles<kTile>(rows, [&]<std::size_t R>(std::size_t t) {
-      scores<QV, R>(blk.k, d, blk.stride, t, qtp, s, blk.k_next, blk.n_next);
+      if (blk.stride == kFixedStride) {
+        scores<QV, R, kFixedStride>(blk.k, d, blk.stride, t, qtp, s, blk.k_next, blk.n_next);
+      } else {
+        scores<QV, R>(blk.k, d, blk.stride, t, qtp, s, blk.k_next, blk.n_next);
+      }
     });
 
     // Online softmax per lane: mask, block max, rescale factor, weights in place of s.
@@ -380,13 +384,20 @@ class HeadsInLanes {
     }
   }
 
-  // sᵀ[t0 + r] ← Σ_j k[t0 + r][j] · qᵀ[j] for the R rows (`stride` floats apart) of one
-  // micro-tile; prefetches the next block's cache rows (of d floats) at the same positions, a
-  // line per step of j.
-  template <int QV, std::size_t R>
-  static void scores(const float* k, std::size_t d, std::size_t stride, std::size_t t0,
+  // Rows of d_head 128 (every model preset's) get an instance with the stride fixed: each
+  // row's broadcast is then the loop's one pointer plus a constant. With the stride a variable
+  // the compiler kept a pointer per row, 12 of them, and spilled; MQA decode took 0.95-0.97x
+  // the time with the fixed stride (f32, f16, 2,000-32,768 tokens, AMD Zen 4).
+  static constexpr std::size_t kFixedStride = 128;
+
+  // sᵀ[t0 + r] ← Σ_j k[t0 + r][j] · qᵀ[j] for the R rows (`stride` floats apart; kStride, when
+  // not 0, is that stride fixed at compile time) of one micro-tile; prefetches the next
+  // block's cache rows (of d floats) at the same positions, a line per step of j.
+  template <int QV, std::size_t R, std::size_t kStride = 0>
+  static void scores(const float* k, std::size_t d, std::size_t stride_, std::size_t t0,
                      const float* qt, float* s, const float* k_next, std::size_t n_next) {
     constexpr std::size_t L = QV * W;
+    const std::size_t stride = kStride ? kStride : stride_;
     B acc[R][QV];
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v] = B(0.0f);

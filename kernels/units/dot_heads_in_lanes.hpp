@@ -49,6 +49,9 @@ class DotHeadsInLanes {
   // A/B on AMD Zen 4, against 64: int8 256 keys 0.86-0.90x the prefill time (MHA, GQA-8) and
   // 0.92x MQA decode at 32,768 tokens; bf16 128 keys 0.93-0.95x and 0.97x (256: no further).
   static constexpr std::size_t kBlock = (D == KvDtype::int8 ? 4 : 2) * kDotBlock;
+  // Rows of d_head 128 get scores() with the row length fixed, as HeadsInLanes does (MQA
+  // decode, bf16 0.95-0.98x the time, int8 0.99x; AMD Zen 4).
+  static constexpr std::size_t kDHead128RowBytes = 128 * kv_element_bytes(D);
 
  public:
   static constexpr std::size_t kMinKeys = 256;
@@ -130,7 +133,11 @@ class DotHeadsInLanes {
       const auto* k = reinterpret_cast<const std::uint8_t*>(kv.k_row(kvh, b0));
       float* s = s_.get();
       micro_tiles<kTile<QV>>(rows, [&]<std::size_t R>(std::size_t t) {
-        scores<QV, R>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+        if (geo_.row_bytes == kDHead128RowBytes) {
+          scores<QV, R, kDHead128RowBytes>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+        } else {
+          scores<QV, R>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+        }
       });
 
       __m512 correction[QV], w_scale[QV];
@@ -209,12 +216,13 @@ class DotHeadsInLanes {
     }
   }
 
-  // sᵀ[t0 + r] for the R key rows of one micro-tile; prefetches the next block's same rows.
-  template <int QV, std::size_t R>
+  // sᵀ[t0 + r] for the R key rows of one micro-tile (kRowBytes: the row length when fixed at
+  // compile time, else 0); prefetches the next block's same rows.
+  template <int QV, std::size_t R, std::size_t kRowBytes = 0>
   void scores(const std::uint8_t* k, std::size_t t0, const float* sq, const float* offset,
               const float* k_scale, float* s, const std::byte* k_next, std::size_t n_next) const {
     constexpr std::size_t L = QV * W;
-    const std::size_t row_bytes = geo_.row_bytes;
+    const std::size_t row_bytes = kRowBytes ? kRowBytes : geo_.row_bytes;
     Acc acc[R][QV];
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v] = zero();
