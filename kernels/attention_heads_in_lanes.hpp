@@ -146,29 +146,28 @@ class HeadsInLanes {
       }
       if (rows == 0) continue;
       const NextBlock next(kv, kvh, b0, nb, t1, kBlock);
-      // f32: the cache rows themselves, the next block prefetched by the first pass's
-      // kernels; otherwise the rows any lane sees widened into the tiles (widen_rows
-      // prefetches the next block).
+      // f32: the cache rows themselves; otherwise the rows any lane sees widened into the
+      // tiles. Either way the first pass's kernels request the next block's cache rows, a line
+      // per step of their loops. (Requested by widen_rows, in its short phase, they arrived
+      // late: MQA decode on fp32-fma took 0.92-0.95x the time with f16 rows in the loops'
+      // requests, 0.92-0.98x with bf16 and int8; AMD Zen 4.)
       Block blk;
+      blk.k_next = next.k, blk.v_next = next.v, blk.n_next = next.rows;
+      blk.next_row_bytes = kv.k_row_bytes();
       if (kv.paged() && kv.row_in_page(b0) + nb > kv.page_tokens) {
         gather_block<D>(kv, kvh, b0, nb, rows, t1, blk);
       } else if constexpr (D == KvDtype::f32) {
         blk.k = reinterpret_cast<const float*>(kv.k_row(kvh, b0));
         blk.v = reinterpret_cast<const float*>(kv.v_row(kvh, b0));
-        blk.k_next = reinterpret_cast<const float*>(next.k);
-        blk.v_next = reinterpret_cast<const float*>(next.v);
-        blk.n_next = next.rows;
         blk.stride = d;
       } else {
         blk.stride = padded(d);
         float* k_tile = tiles_.get();
         float* v_tile = k_tile + kBlock * blk.stride;
         widen_rows<A, D>(reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0)), d, rows,
-                         blk.stride / W, k_tile, reinterpret_cast<const elem_t<D>*>(next.k),
-                         next.rows);
+                         blk.stride / W, k_tile, nullptr, 0);
         widen_rows<A, D>(reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0)), d, rows,
-                         blk.stride / W, v_tile, reinterpret_cast<const elem_t<D>*>(next.v),
-                         next.rows);
+                         blk.stride / W, v_tile, nullptr, 0);
         blk.k = k_tile, blk.v = v_tile;
         if constexpr (D == KvDtype::int8) {
           blk.k_scale = kv.k_scales(kvh, b0);  // rows [0, rows) are read, all inside the cache
@@ -199,9 +198,13 @@ class HeadsInLanes {
 
   // One key block's rows (the cache's f32 rows, or the tiles they were widened into).
   struct Block {
-    const float *k = nullptr, *v = nullptr, *k_next = nullptr, *v_next = nullptr;
+    const float *k = nullptr, *v = nullptr;
     const float *k_scale = nullptr, *v_scale = nullptr;
-    std::size_t stride = 0, n_next = 0;
+    std::size_t stride = 0;
+    // The next block's cache rows (n_next of them, next_row_bytes each), requested by the
+    // first pass's kernels; none when n_next is 0.
+    const std::byte *k_next = nullptr, *v_next = nullptr;
+    std::size_t n_next = 0, next_row_bytes = 0;
   };
 
   // A block across pages of 16 (KvView::chunked_block_rows): its first `rows` rows gathered,
@@ -213,6 +216,7 @@ class HeadsInLanes {
                     std::size_t rows, std::size_t t1, Block& blk) {
     constexpr std::size_t C = BlockRows::kChunkRows;
     const std::size_t d = kv.head_dim;
+    blk.n_next = 0;  // each chunk requests the next block's, below
     blk.stride = padded(d);
     float* k_tile = tiles_.get();
     float* v_tile = k_tile + kBlock * blk.stride;
@@ -329,9 +333,9 @@ class HeadsInLanes {
     const float* qtp = qt(pass);
     micro_tiles<kTile>(rows, [&]<std::size_t R>(std::size_t t) {
       if (blk.stride == kFixedStride) {
-        scores<QV, R, kFixedStride>(blk.k, d, blk.stride, t, qtp, s, blk.k_next, blk.n_next);
+        scores<QV, R, kFixedStride>(blk.k, d, blk.stride, t, qtp, s, blk);
       } else {
-        scores<QV, R>(blk.k, d, blk.stride, t, qtp, s, blk.k_next, blk.n_next);
+        scores<QV, R>(blk.k, d, blk.stride, t, qtp, s, blk);
       }
     });
 
@@ -372,7 +376,7 @@ class HeadsInLanes {
     }
 
     // The next block's value rows, a line per row step of every tile.
-    LinePrefetcher pf(blk.v_next, blk.n_next * d * sizeof(float));
+    LinePrefetcher pf(blk.v_next, blk.n_next * blk.next_row_bytes);
     float* otp = ot(pass);
     micro_tiles<kTile>(d, [&]<std::size_t R>(std::size_t j) {
       weighted_values<QV, R>(blk.v, blk.stride, rows, j, s, correction, otp, pf);
@@ -392,17 +396,17 @@ class HeadsInLanes {
 
   // sᵀ[t0 + r] ← Σ_j k[t0 + r][j] · qᵀ[j] for the R rows (`stride` floats apart; kStride, when
   // not 0, is that stride fixed at compile time) of one micro-tile; prefetches the next
-  // block's cache rows (of d floats) at the same positions, a line per step of j.
+  // block's cache rows (blk's k_next) at the same positions, a line per step of j.
   template <int QV, std::size_t R, std::size_t kStride = 0>
   static void scores(const float* k, std::size_t d, std::size_t stride_, std::size_t t0,
-                     const float* qt, float* s, const float* k_next, std::size_t n_next) {
+                     const float* qt, float* s, const Block& next) {
     constexpr std::size_t L = QV * W;
     const std::size_t stride = kStride ? kStride : stride_;
     B acc[R][QV];
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v] = B(0.0f);
     }
-    auto pf = LinePrefetcher::rows(k_next, d * sizeof(float), t0, R, n_next);
+    auto pf = LinePrefetcher::rows(next.k_next, next.next_row_bytes, t0, R, next.n_next);
     const float* rows = k + t0 * stride;
     for (std::size_t j = 0; j < d; ++j) {
       pf.next();
