@@ -271,17 +271,20 @@ struct NextBlock {
 // decode's pattern read 17-19 GB/s with 8 KiB blocks a block ahead and 21-22 with 32 KiB
 // groups, as fast as with 32 KiB blocks; MHA int8 decode took 0.79x the time at 32,768
 // tokens, bf16 0.86x (Intel Xeon, 2 threads). The block after next, or 64 KiB groups,
-// gained nothing more.
+// gained nothing more. On AMD blocks go a block ahead, ungrouped (prefetch_in_groups()).
 class GroupPrefetcher {
  public:
   static constexpr std::size_t kGroupBytes = 32 * 1024;
+  // Groups on this CPU (prefetch_in_groups()), else none.
+  static inline const bool kInGroups = prefetch_in_groups();
 
-  // after_range: the rows read after the range, requested during its last group.
+  // after_range: the rows read after the range, requested during its last group. in_groups:
+  // false for no groups at all.
   GroupPrefetcher(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1,
-                  std::size_t block_rows, const NextBlock& after_range)
+                  std::size_t block_rows, const NextBlock& after_range, bool in_groups = kInGroups)
       : kv_(kv), kvh_(kvh), t0_(t0), t1_(t1), after_(after_range) {
     const std::size_t row_bytes = std::max(kv.k_row_bytes(), kv.v_row_bytes());
-    if (!kv.paged() && block_rows * row_bytes < kGroupBytes) {
+    if (in_groups && !kv.paged() && block_rows * row_bytes < kGroupBytes) {
       const std::size_t rows = kGroupBytes / row_bytes / block_rows * block_rows;
       group_rows_ = rows > block_rows ? rows : 0;
     }

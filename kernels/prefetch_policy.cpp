@@ -8,4 +8,6 @@ bool prefetch_single_query_rows() { return !cpu_features().amd; }
 
 bool prefetch_in_page_runs() { return !cpu_features().amd; }
 
+bool prefetch_in_groups() { return !cpu_features().amd; }
+
 }  // namespace kvscope

@@ -20,4 +20,11 @@ bool prefetch_single_query_rows();
 // 32,768 tokens 0.90x (f32) and 0.86x (int8); MQA int8 0.83x.
 bool prefetch_in_page_runs();
 
+// Whether a key range read in blocks of under 32 KiB of rows requests its rows a group of
+// about 32 KiB ahead (GroupPrefetcher) or a block ahead. Intel Xeon: groups (MHA int8 decode
+// 0.79x the time at 32,768 tokens, bf16 0.86x). AMD: a block ahead. Zen 4 (2 threads, cold,
+// 2026-12-05), VNNI decode a block ahead against groups: GQA-8 int8 0.91-0.95x the time at
+// 2,000 tokens (0.93-0.94x warm), 0.95-1.01x at 32,768; GQA-4 0.90-0.97x and 0.96x.
+bool prefetch_in_groups();
+
 }  // namespace kvscope

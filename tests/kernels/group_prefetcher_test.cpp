@@ -1,6 +1,7 @@
 // GroupPrefetcher (kernels/attention_block.hpp): which caches read their blocks in groups, and
 // that a range walked block by block requests every row after its first block exactly once,
-// ahead of the block that reads it, then the rows read after the range.
+// ahead of the block that reads it, then the rows read after the range. Groups are asked for
+// explicitly (in_groups): whether this CPU uses them is prefetch_in_groups()'s policy.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -28,7 +29,7 @@ KvView fake_cache(KvDtype k_dtype, KvDtype v_dtype, std::size_t head_dim, std::s
 
 TEST(GroupPrefetcher, GroupsOnlyBlocksUnder32KiBOfAContiguousCache) {
   const auto rows_of = [](const KvView& kv) {
-    return GroupPrefetcher(kv, 0, 0, 4096, kBlock, NextBlock{}).group_rows();
+    return GroupPrefetcher(kv, 0, 0, 4096, kBlock, NextBlock{}, true).group_rows();
   };
   // d_head 128: int8 rows of 128 bytes (8 KiB blocks), bf16 256, f32 512 (32 KiB: as before).
   EXPECT_EQ(rows_of(fake_cache(KvDtype::int8, KvDtype::int8, 128, 4096)), 256u);
@@ -42,7 +43,11 @@ TEST(GroupPrefetcher, GroupsOnlyBlocksUnder32KiBOfAContiguousCache) {
   KvView paged = fake_cache(KvDtype::int8, KvDtype::int8, 128, 4096);
   const std::byte* pages[1] = {paged.k};
   paged.pages = pages, paged.page_tokens = 4096;
-  EXPECT_FALSE(GroupPrefetcher(paged, 0, 0, 4096, kBlock, NextBlock{}).grouped());
+  EXPECT_FALSE(GroupPrefetcher(paged, 0, 0, 4096, kBlock, NextBlock{}, true).grouped());
+  // Without groups, every cache requests block by block.
+  EXPECT_FALSE(GroupPrefetcher(fake_cache(KvDtype::int8, KvDtype::int8, 128, 4096), 0, 0, 4096,
+                               kBlock, NextBlock{}, false)
+                   .grouped());
 }
 
 // Walks [t0, t1) of kv head kvh as the decode kernels do (at_block, then a line per line read,
@@ -54,7 +59,7 @@ struct Walk {
 };
 Walk walk(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1,
           const NextBlock& after) {
-  GroupPrefetcher group(kv, kvh, t0, t1, kBlock, after);
+  GroupPrefetcher group(kv, kvh, t0, t1, kBlock, after, true);
   EXPECT_TRUE(group.grouped());
   Walk w;
   const auto take = [&](PageRunPrefetcher& pf, std::map<const char*, std::size_t>& seen,
