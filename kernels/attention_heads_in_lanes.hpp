@@ -333,9 +333,9 @@ class HeadsInLanes {
     const float* qtp = qt(pass);
     micro_tiles<kTile>(rows, [&]<std::size_t R>(std::size_t t) {
       if (blk.stride == kFixedStride) {
-        scores<QV, R, kFixedStride>(blk.k, d, blk.stride, t, qtp, s, blk);
+        scores<QV, R, kFixedStride>(blk, d, t, qtp, s);
       } else {
-        scores<QV, R>(blk.k, d, blk.stride, t, qtp, s, blk);
+        scores<QV, R>(blk, d, t, qtp, s);
       }
     });
 
@@ -394,20 +394,19 @@ class HeadsInLanes {
   // the time with the fixed stride (f32, f16, 2,000-32,768 tokens, AMD Zen 4).
   static constexpr std::size_t kFixedStride = 128;
 
-  // sᵀ[t0 + r] ← Σ_j k[t0 + r][j] · qᵀ[j] for the R rows (`stride` floats apart; kStride, when
-  // not 0, is that stride fixed at compile time) of one micro-tile; prefetches the next
-  // block's cache rows (blk's k_next) at the same positions, a line per step of j.
+  // sᵀ[t0 + r] ← Σ_j k[t0 + r][j] · qᵀ[j] for the R rows of one micro-tile of blk's keys
+  // (blk.stride floats apart; kStride, when not 0, is that stride fixed at compile time);
+  // prefetches blk's next block's cache rows at the same positions, a line per step of j.
   template <int QV, std::size_t R, std::size_t kStride = 0>
-  static void scores(const float* k, std::size_t d, std::size_t stride_, std::size_t t0,
-                     const float* qt, float* s, const Block& next) {
+  static void scores(const Block& blk, std::size_t d, std::size_t t0, const float* qt, float* s) {
     constexpr std::size_t L = QV * W;
-    const std::size_t stride = kStride ? kStride : stride_;
+    const std::size_t stride = kStride ? kStride : blk.stride;
     B acc[R][QV];
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) acc[r][v] = B(0.0f);
     }
-    auto pf = LinePrefetcher::rows(next.k_next, next.next_row_bytes, t0, R, next.n_next);
-    const float* rows = k + t0 * stride;
+    auto pf = LinePrefetcher::rows(blk.k_next, blk.next_row_bytes, t0, R, blk.n_next);
+    const float* rows = blk.k + t0 * stride;
     for (std::size_t j = 0; j < d; ++j) {
       pf.next();
       B q[QV];
