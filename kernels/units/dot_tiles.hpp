@@ -86,32 +86,65 @@ void transpose_keys(const BlockRows& k, std::size_t nb, const DotGeometry<D>& ge
 // Element order within a vector: DotGeometry::natural. row_at(t) is row t's bytes; pf (a
 // LinePrefetcher, or anything with its next() and rest(), over the next block's rows) takes a line
 // per row segment loaded, the rest at the end.
+// o[0, E) ← one 64-byte segment of E rows interleaved per 32-bit lane (E = kValueRows).
+template <KvDtype D>
+inline void interleave_segment(const __m512i* r, __m512i* o) {
+  if constexpr (D == KvDtype::int8) {
+    const __m512i lo01 = _mm512_unpacklo_epi8(r[0], r[1]), lo23 = _mm512_unpacklo_epi8(r[2], r[3]);
+    const __m512i hi01 = _mm512_unpackhi_epi8(r[0], r[1]), hi23 = _mm512_unpackhi_epi8(r[2], r[3]);
+    _mm512_store_si512(o + 0, _mm512_unpacklo_epi16(lo01, lo23));
+    _mm512_store_si512(o + 1, _mm512_unpackhi_epi16(lo01, lo23));
+    _mm512_store_si512(o + 2, _mm512_unpacklo_epi16(hi01, hi23));
+    _mm512_store_si512(o + 3, _mm512_unpackhi_epi16(hi01, hi23));
+  } else {
+    _mm512_store_si512(o + 0, _mm512_unpacklo_epi16(r[0], r[1]));
+    _mm512_store_si512(o + 1, _mm512_unpackhi_epi16(r[0], r[1]));
+  }
+}
+
+// vt[(rg · acc_vectors + v) · 16 + lane] ← rows E·rg … E·rg + E − 1 (E = kValueRows)
+// interleaved per 32-bit lane, for row groups rg < ceil(n_rows / E); rows ≥ nb read as 0.
+// Element order within a vector: DotGeometry::natural. row_at(t) is row t's bytes; pf (a
+// LinePrefetcher, or anything with its next() and rest(), over the next block's rows) takes a line
+// per row segment loaded, the rest at the end.
 template <KvDtype D, class RowAt, class Prefetch>
 void interleave_rows(RowAt&& row_at, std::size_t nb, std::size_t n_rows, const DotGeometry<D>& geo,
                      std::int32_t* vt, Prefetch& pf) {
   constexpr std::size_t E = DotGeometry<D>::kValueRows;
-  const auto row = [&](std::size_t t, std::size_t seg) {
-    pf.next();
-    return t < nb ? load_segment(row_at(t), geo.row_bytes, seg) : _mm512_setzero_si512();
-  };
-  for (std::size_t rg = 0; rg * E < n_rows; ++rg) {
+  // Row groups whose rows all exist, over the row's whole segments, take plain loads: with a
+  // bounds check per row and segment, the loop ran at a third of the speed of its loads and
+  // stores (MQA bf16 decode, 7.5% of the time, AMD Zen 4).
+  const std::size_t whole_groups = (nb < n_rows ? nb : n_rows) / E;
+  const std::size_t whole_segments = geo.row_bytes / 64;
+  __m512i r[E];
+  for (std::size_t rg = 0; rg < whole_groups; ++rg) {
+    const std::byte* rows[E];
+    for (std::size_t e = 0; e < E; ++e) rows[e] = row_at(E * rg + e);
+    auto* out = reinterpret_cast<__m512i*>(vt + rg * geo.acc_vectors * 16);
+    for (std::size_t seg = 0; seg < whole_segments; ++seg) {
+      for (std::size_t e = 0; e < E; ++e) {
+        pf.next();
+        r[e] = _mm512_loadu_si512(rows[e] + seg * 64);
+      }
+      interleave_segment<D>(r, out + seg * E);
+    }
+    if (whole_segments < geo.segments) {
+      for (std::size_t e = 0; e < E; ++e) {
+        pf.next();
+        r[e] = load_segment(rows[e], geo.row_bytes, whole_segments);
+      }
+      interleave_segment<D>(r, out + whole_segments * E);
+    }
+  }
+  for (std::size_t rg = whole_groups; rg * E < n_rows; ++rg) {
     auto* out = reinterpret_cast<__m512i*>(vt + rg * geo.acc_vectors * 16);
     for (std::size_t seg = 0; seg < geo.segments; ++seg) {
-      __m512i* o = out + seg * E;
-      if constexpr (D == KvDtype::int8) {
-        const __m512i r0 = row(4 * rg, seg), r1 = row(4 * rg + 1, seg);
-        const __m512i r2 = row(4 * rg + 2, seg), r3 = row(4 * rg + 3, seg);
-        const __m512i lo01 = _mm512_unpacklo_epi8(r0, r1), lo23 = _mm512_unpacklo_epi8(r2, r3);
-        const __m512i hi01 = _mm512_unpackhi_epi8(r0, r1), hi23 = _mm512_unpackhi_epi8(r2, r3);
-        _mm512_store_si512(o + 0, _mm512_unpacklo_epi16(lo01, lo23));
-        _mm512_store_si512(o + 1, _mm512_unpackhi_epi16(lo01, lo23));
-        _mm512_store_si512(o + 2, _mm512_unpacklo_epi16(hi01, hi23));
-        _mm512_store_si512(o + 3, _mm512_unpackhi_epi16(hi01, hi23));
-      } else {
-        const __m512i r0 = row(2 * rg, seg), r1 = row(2 * rg + 1, seg);
-        _mm512_store_si512(o + 0, _mm512_unpacklo_epi16(r0, r1));
-        _mm512_store_si512(o + 1, _mm512_unpackhi_epi16(r0, r1));
+      for (std::size_t e = 0; e < E; ++e) {
+        pf.next();
+        const std::size_t t = E * rg + e;
+        r[e] = t < nb ? load_segment(row_at(t), geo.row_bytes, seg) : _mm512_setzero_si512();
       }
+      interleave_segment<D>(r, out + seg * E);
     }
   }
   pf.rest();
