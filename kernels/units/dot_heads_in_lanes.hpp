@@ -310,46 +310,60 @@ class DotHeadsInLanes {
       const __m512 base = _mm512_maskz_mov_ps(finite, m_new);
       correction[v] = exp_nonpositive(_mm512_sub_ps(m[v], base), finite);
       m[v] = m_new;
-      __m512 sum = _mm512_setzero_ps(), w_max = _mm512_setzero_ps();
-      for (std::size_t r = 0; r < rows; ++r) {
-        const __m512 p = exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(s + r * L + v * W), base),
-                                         seen(r) & finite);
-        sum = _mm512_add_ps(sum, p);
-        if constexpr (D == KvDtype::int8) {
+      __m512 sum = _mm512_setzero_ps();
+      if constexpr (D == KvDtype::bf16) {
+        // Rows in pairs, rounded and packed as they are computed (one convert of both rows
+        // and a word permute), not stored as f32 and read back.
+        const __m512i pairs = pair_order();
+        for (std::size_t r = 0; r < rows; r += 2) {
+          const __m512 p0 = exp_nonpositive<kExp2ForWeights>(
+              _mm512_sub_ps(_mm512_load_ps(s + r * L + v * W), base), seen(r) & finite);
+          sum = _mm512_add_ps(sum, p0);
+          __m512 p1 = _mm512_setzero_ps();
+          if (r + 1 < rows) {
+            p1 = exp_nonpositive<kExp2ForWeights>(
+                _mm512_sub_ps(_mm512_load_ps(s + (r + 1) * L + v * W), base), seen(r + 1) & finite);
+            sum = _mm512_add_ps(sum, p1);
+          }
+          const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(p1, p0);  // round to nearest even
+          _mm512_store_si512(wt + r / 2 * L + v * W, _mm512_permutexvar_epi16(pairs, both));
+        }
+        w_scale[v] = _mm512_set1_ps(1.0f);
+      } else {
+        __m512 w_max = _mm512_setzero_ps();
+        for (std::size_t r = 0; r < rows; ++r) {
+          const __m512 p = exp_nonpositive<kExp2ForWeights>(
+              _mm512_sub_ps(_mm512_load_ps(s + r * L + v * W), base), seen(r) & finite);
+          sum = _mm512_add_ps(sum, p);
           const __m512 w = _mm512_mul_ps(p, _mm512_set1_ps(v_scale[r]));
           _mm512_store_ps(s + r * L + v * W, w);
           w_max = _mm512_max_ps(w_max, w);
-        } else {
-          _mm512_store_ps(s + r * L + v * W, p);
+        }
+        const __mmask16 some = _mm512_cmp_ps_mask(w_max, _mm512_setzero_ps(), _CMP_GT_OQ);
+        const __m512 inv = _mm512_maskz_div_ps(some, _mm512_set1_ps(255.0f), w_max);
+        w_scale[v] = _mm512_mul_ps(w_max, _mm512_set1_ps(1.0f / 255.0f));
+        for (std::size_t rg = 0; rg * Geo::kValueRows < rows; ++rg) {
+          __m512i packed = _mm512_setzero_si512();
+          for (std::size_t e = 0; e < Geo::kValueRows; ++e) {
+            const std::size_t r = rg * Geo::kValueRows + e;
+            if (r >= rows) break;
+            const __m512i bits =  // 0…255
+                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(s + r * L + v * W), inv));
+            packed = _mm512_or_si512(packed, _mm512_slli_epi32(bits, static_cast<int>(8 * e)));
+          }
+          _mm512_store_si512(wt + rg * L + v * W, packed);
         }
       }
       l[v] = _mm512_fmadd_ps(l[v], correction[v], sum);
-      __m512 inv = _mm512_setzero_ps();
-      if constexpr (D == KvDtype::int8) {
-        const __mmask16 some = _mm512_cmp_ps_mask(w_max, _mm512_setzero_ps(), _CMP_GT_OQ);
-        inv = _mm512_maskz_div_ps(some, _mm512_set1_ps(255.0f), w_max);
-        w_scale[v] = _mm512_mul_ps(w_max, _mm512_set1_ps(1.0f / 255.0f));
-      } else {
-        w_scale[v] = _mm512_set1_ps(1.0f);
-      }
-      for (std::size_t rg = 0; rg * Geo::kValueRows < rows; ++rg) {
-        __m512i packed = _mm512_setzero_si512();
-        for (std::size_t e = 0; e < Geo::kValueRows; ++e) {
-          const std::size_t r = rg * Geo::kValueRows + e;
-          if (r >= rows) break;
-          const __m512 w = _mm512_load_ps(s + r * L + v * W);
-          __m512i bits;
-          if constexpr (D == KvDtype::int8) {
-            bits = _mm512_cvtps_epi32(_mm512_mul_ps(w, inv));  // 0…255
-          } else {
-            bits = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(w));  // round to nearest even
-          }
-          packed = _mm512_or_si512(
-              packed, _mm512_slli_epi32(bits, static_cast<int>(32 / Geo::kValueRows * e)));
-        }
-        _mm512_store_si512(wt + rg * L + v * W, packed);
-      }
     }
+  }
+
+  // Word order that turns cvtne2ps_pbh(b, a) (a's 16 words, then b's) into 16 lanes of
+  // (a, b) pairs, a in the low half: the layout vdpbf16ps multiplies.
+  static __m512i pair_order() {
+    alignas(64) std::uint16_t order[32];
+    for (std::uint16_t k = 0; k < 16; ++k) order[2 * k] = k, order[2 * k + 1] = 16 + k;
+    return _mm512_load_si512(order);
   }
 
   // oᵀ[c0 + c] ← oᵀ · correction + w_scale · Σ_rg dot(wt[rg], vt[rg][c0 + c]) for the R value

@@ -108,14 +108,15 @@ void dot_scores(const DotQuery* const* qs, const std::size_t* n, std::size_t cou
 // e^x for x ≤ 0 (lanes outside `keep` give exactly 0): 2^(x · log2 e) = 2^n · 2^f with
 // f ∈ [−½, ½], 2^f by the Cephes exp2f polynomial (relative error ~2e-7), 2^n by vscalefps.
 // Half the instructions of xsimd::exp, which also guards overflow that x ≤ 0 cannot reach.
+template <const auto& kPolynomial = kExp2Polynomial>
 inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
   const __m512 t = _mm512_mul_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)),
                                  _mm512_set1_ps(1.44269504088896341f));
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(kExp2Polynomial[0]);
-  for (std::size_t i = 1; i < std::size(kExp2Polynomial); ++i)
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Polynomial[i]));
+  __m512 p = _mm512_set1_ps(kPolynomial[0]);
+  for (std::size_t i = 1; i < std::size(kPolynomial); ++i)
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kPolynomial[i]));
   return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
 }
 
