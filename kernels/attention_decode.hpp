@@ -10,10 +10,12 @@
 // are merged exactly afterwards: M = max m_c, L = Σ l_c e^(m_c − M),
 // out = Σ acc_c e^(m_c − M) / L.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_block.hpp"
@@ -369,6 +371,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t part_stride = dp + 2;
   Scratch<A> partial(split ? kv.n_kv_heads * chunks * g * part_stride : 1);
 
+  std::atomic<long> unclaimed{0};  // the first item no thread has claimed
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(g * heads_per_item, dp, !direct);
@@ -378,12 +381,20 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
     // A runner that pages itself keeps every head's queries of an item at once.
     auto runner = make_runner(d, kPagesItself<Runner> ? g * heads_per_item : g);
     QueryState* st = ws.states.get();
-#pragma omp for schedule(dynamic)
-    for (long item = 0; item < static_cast<long>(n_items); ++item) {
-      const std::size_t kvh0 = static_cast<std::size_t>(item) / chunks * heads_per_item;
+    const long last_item = static_cast<long>(n_items);
+    const auto key_range = [&](long item) {
       const std::size_t chunk = static_cast<std::size_t>(item) % chunks;
       const std::size_t t0 = chunk * plan.chunk_len;
-      const std::size_t t1 = t0 + plan.chunk_len < n_keys ? t0 + plan.chunk_len : n_keys;
+      return std::pair{t0, t0 + plan.chunk_len < n_keys ? t0 + plan.chunk_len : n_keys};
+    };
+    // Items are claimed one ahead (dynamic scheduling by hand), so that the item a thread takes
+    // next is known during this one: a contiguous cache's key ranges then request the next
+    // item's first rows during their last block, as they request each next block.
+    for (long item = unclaimed.fetch_add(1), following; item < last_item; item = following) {
+      following = unclaimed.fetch_add(1);
+      const std::size_t kvh0 = static_cast<std::size_t>(item) / chunks * heads_per_item;
+      const std::size_t chunk = static_cast<std::size_t>(item) % chunks;
+      const auto [t0, t1] = key_range(item);
       for (std::size_t h = 0; h < g * heads_per_item; ++h) {
         st[h] = QueryState{ws.q + h * dp, ws.acc + h * dp, -std::numeric_limits<float>::infinity(),
                            0.0f, n_keys - 1};
@@ -405,7 +416,14 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
         ws.after_range = NextBlock{};
       }
       if (!by_page) {
+        ws.after_range = NextBlock{};
+        if (following < last_item) {
+          const auto [f0, f1] = key_range(following);
+          const std::size_t f_kvh = static_cast<std::size_t>(following) / chunks * heads_per_item;
+          ws.after_range = NextBlock::at(kv, f_kvh, f0, kv.block_rows(f0, f1, kKeyBlock));
+        }
         runner.run(kv, kvh0, t0, t1, st, g, nv, direct, ws);
+        ws.after_range = NextBlock{};
       }
       for (std::size_t h = 0; h < g * heads_per_item; ++h) {
         const std::size_t kvh = kvh0 + h / g;
@@ -421,6 +439,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
         }
       }
     }
+#pragma omp barrier
     if (split) {
 #pragma omp for schedule(static)
       for (long head = 0; head < static_cast<long>(p.n_heads); ++head) {

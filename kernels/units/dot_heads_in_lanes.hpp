@@ -75,10 +75,12 @@ class DotHeadsInLanes {
     }
   }
 
+  // after_range: the rows read after the range, requested during its last block.
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
-           std::size_t count) {
+           std::size_t count, const NextBlock& after_range = {}) {
     lane_passes<W, 4>(count, [&]<int QV>(std::size_t first, std::size_t lanes) {
-      run_group<QV>(kv, kvh, t0, t1, st + first, lanes);
+      run_group<QV>(kv, kvh, t0, t1, st + first, lanes,
+                    first + lanes == count ? own_block(kv, after_range) : NextBlock{});
     });
   }
 
@@ -87,7 +89,7 @@ class DotHeadsInLanes {
 
   template <int QV>
   void run_group(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
-                 std::size_t lanes) {
+                 std::size_t lanes, const NextBlock& after_range) {
     constexpr std::size_t L = QV * W;
     float* ot = ot_.get();
     alignas(64) float sq[L], offset[L], m_io[L], l_io[L], visible[L];
@@ -124,7 +126,7 @@ class DotHeadsInLanes {
       nb = kv.block_rows(b0, t1, kBlock);
       const std::size_t rows = lane_visible_rows(st, lanes, L, b0, nb, visible);
       if (rows == 0) continue;
-      const NextBlock next(kv, kvh, b0, nb, t1, kBlock);
+      const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kBlock, after_range);
       const float *k_scale = nullptr, *v_scale = nullptr;
       if constexpr (D == KvDtype::int8) {
         block_scales<A>(kv, kvh, b0, nb, kBlock, pads_.get(), pads_.get() + kBlock, k_scale,
@@ -162,6 +164,14 @@ class DotHeadsInLanes {
       st[i].m = m_io[i];
       st[i].l = l_io[i];
     }
+  }
+
+  // The rows after a contiguous range as a block of this kernel's size (the caller's are
+  // blocks of kKeyBlock): they stand first in the next range, which is longer than kMinKeys.
+  static NextBlock own_block(const KvView& kv, const NextBlock& after_range) {
+    if (after_range.rows == 0 || kv.paged()) return after_range;
+    const std::size_t left = kv.capacity - after_range.pos;
+    return NextBlock::at(kv, after_range.kvh, after_range.pos, left < kBlock ? left : kBlock);
   }
 
   // qᵀ[g][16v + k] ← group g of lane 16v + k's packed query (row k of q_groups_).
@@ -424,7 +434,7 @@ struct DotUnitRunner : DotUnitKeys<A, D> {
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
     if (lanes && DotHeadsInLanes<A, D>::suits(count, t1 - t0)) {
-      return lanes->run(kv, kvh, t0, t1, st, count);
+      return lanes->run(kv, kvh, t0, t1, st, count, ws.after_range);
     }
     DotUnitKeys<A, D>::run(kv, kvh, t0, t1, st, count, nv, direct, ws);
   }
