@@ -228,7 +228,7 @@ struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
     if constexpr (kLanes) {
       if (lanes && HeadsInLanes<A>::suits(count, t1 - t0)) {
-        return lanes->template run<D>(kv, kvh, t0, t1, st, count);
+        return lanes->template run<D>(kv, kvh, t0, t1, st, count, ws.after_range);
       }
     }
     run_key_range<A, D>(kv, kvh, t0, t1, st, count, nv, direct, ws);

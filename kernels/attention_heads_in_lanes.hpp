@@ -119,9 +119,11 @@ class HeadsInLanes {
   // The queries go in passes of up to 2·W (MQA's 32 queries are 2 passes on AVX2, prefill
   // tiles of 64 are 4), and every key block serves all passes before the next block: each
   // block is read (and, for 16-bit and int8 caches, widened) once per call, not once per pass.
+  // after_range: the rows read after the range, requested during its last block (as each
+  // next block; not over pages shorter than a block, whose next rows are elsewhere).
   template <KvDtype D>
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
-           std::size_t count) {
+           std::size_t count, const NextBlock& after_range = {}) {
     assert(count <= max_passes_ * kLanes);
     const std::size_t d = kv.head_dim;
     const std::size_t passes = (count + kLanes - 1) / kLanes;
@@ -145,7 +147,9 @@ class HeadsInLanes {
         rows = seen > rows ? seen : rows;
       }
       if (rows == 0) continue;
-      const NextBlock next(kv, kvh, b0, nb, t1, kBlock);
+      const NextBlock next = kv.paged() && kv.page_tokens < kBlock
+                                 ? NextBlock{}
+                                 : NextBlock::within(kv, kvh, b0, nb, t1, kBlock, after_range);
       // f32: the cache rows themselves; otherwise the rows any lane sees widened into the
       // tiles. Either way the first pass's kernels request the next block's cache rows, a line
       // per step of their loops. (Requested by widen_rows, in its short phase, they arrived
