@@ -13,8 +13,8 @@
 //   softmax lane-wise, no horizontal sums;
 //   P·V     each lane's weights (int8: p · v_scale quantized to u8 against the lane's largest;
 //           bf16: p rounded), packed 4 (2) rows to a lane; a row group of one value column
-//           (interleave_values) is broadcast into one dot per 16 queries, and each column's
-//           sum joins the f32 accumulator once per block.
+//           (ValueInterleaver, a segment per step of the score loops) is broadcast into one
+//           dot per 16 queries, and each column's sum joins the f32 accumulator once per block.
 // The arithmetic is the tile kernel's (same rounding of queries and weights, same products),
 // but for the order of the f32 sums and the weights' exp: a degree-3 polynomial
 // (kExp2ForWeights, 7.5e-5 relative) where the tile kernel's has degree 6, since the weights
@@ -136,17 +136,20 @@ class DotHeadsInLanes {
       }
       const auto* k = reinterpret_cast<const std::uint8_t*>(kv.k_row(kvh, b0));
       float* s = s_.get();
+      // The block's value rows are interleaved a segment per score-loop step (7.5% of MQA
+      // bf16's samples as a phase of its own, AMD Zen 4).
+      ValueInterleaver<D> values(kv.v_row(kvh, b0), nb, rows, geo_, vt_.get());
       micro_tiles<kTile<QV>>(rows, [&]<std::size_t R>(std::size_t t) {
         if (geo_.row_bytes == kDHead128RowBytes) {
-          scores<QV, R, kDHead128RowBytes>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+          scores<QV, R, kDHead128RowBytes>(k, t, sq, offset, k_scale, s, next.k, next.rows, values);
         } else {
-          scores<QV, R>(k, t, sq, offset, k_scale, s, next.k, next.rows);
+          scores<QV, R>(k, t, sq, offset, k_scale, s, next.k, next.rows, values);
         }
       });
+      values.rest();
 
       __m512 correction[QV], w_scale[QV];
       softmax_pack<QV>(s, rows, visible, v_scale, m, l, correction, w_scale);
-      interleave_values<D>(kv.v_row(kvh, b0), nb, rows, geo_, vt_.get(), nullptr, 0);
       // The next block's value rows, a line per row-group step of p·V: spread over the
       // block's longest phase (prefetched while interleaving, they arrived too late).
       LinePrefetcher pf(next.v, next.rows * geo_.row_bytes);
@@ -232,7 +235,8 @@ class DotHeadsInLanes {
   // compile time, else 0); prefetches the next block's same rows.
   template <int QV, std::size_t R, std::size_t kRowBytes = 0>
   void scores(const std::uint8_t* k, std::size_t t0, const float* sq, const float* offset,
-              const float* k_scale, float* s, const std::byte* k_next, std::size_t n_next) const {
+              const float* k_scale, float* s, const std::byte* k_next, std::size_t n_next,
+              ValueInterleaver<D>& values) const {
     constexpr std::size_t L = QV * W;
     const std::size_t row_bytes = kRowBytes ? kRowBytes : geo_.row_bytes;
     Acc acc[R][QV];
@@ -249,6 +253,7 @@ class DotHeadsInLanes {
     // vpbroadcastd (a move to the vector unit and a shuffle beside every 2 dots).
     const auto step = [&](std::size_t g, auto group) {
       pf.next();
+      values.next();
       __m512i q[QV];
       for (int v = 0; v < QV; ++v) q[v] = _mm512_load_si512(qt_.get() + g * L + v * W);
 #pragma GCC unroll 12

@@ -159,4 +159,48 @@ void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
   interleave_rows<D>([&](std::size_t t) { return v + t * geo.row_bytes; }, nb, n_rows, geo, vt, pf);
 }
 
+// interleave_values a segment at a time, one per next() call, from inside the score loops,
+// whose dot instructions leave the load, store and shuffle work room to run beside them;
+// rest() does what is left (and all of it for rows that are not whole 64-byte segments).
+template <KvDtype D>
+class ValueInterleaver {
+  static constexpr std::size_t E = DotGeometry<D>::kValueRows;
+
+ public:
+  ValueInterleaver(const std::byte* v, std::size_t nb, std::size_t n_rows,
+                   const DotGeometry<D>& geo, std::int32_t* vt)
+      : v_(v),
+        nb_(nb),
+        n_rows_(n_rows),
+        geo_(geo),
+        vt_(vt),
+        groups_(geo.row_bytes % 64 == 0 ? (nb < n_rows ? nb : n_rows) / E : 0) {}
+
+  void next() {
+    if (rg_ == groups_) return;
+    const std::byte* row = v_ + E * rg_ * geo_.row_bytes + seg_ * 64;
+    __m512i r[E];
+    for (std::size_t e = 0; e < E; ++e) r[e] = _mm512_loadu_si512(row + e * geo_.row_bytes);
+    interleave_segment<D>(r,
+                          reinterpret_cast<__m512i*>(vt_ + rg_ * geo_.acc_vectors * 16) + seg_ * E);
+    if (++seg_ == geo_.segments) seg_ = 0, ++rg_;
+  }
+  void rest() {
+    while (rg_ < groups_) next();
+    const std::size_t r0 = groups_ * E;
+    if (r0 < n_rows_) {
+      interleave_values<D>(v_ + r0 * geo_.row_bytes, nb_ - r0, n_rows_ - r0, geo_,
+                           vt_ + groups_ * geo_.acc_vectors * 16, nullptr, 0);
+    }
+  }
+
+ private:
+  const std::byte* v_;
+  std::size_t nb_, n_rows_;
+  const DotGeometry<D>& geo_;
+  std::int32_t* vt_;
+  std::size_t groups_;  // whole row groups, taken a segment per next()
+  std::size_t rg_ = 0, seg_ = 0;
+};
+
 }  // namespace kvscope::simd
