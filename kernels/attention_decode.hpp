@@ -15,7 +15,6 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
-#include <utility>
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_block.hpp"
@@ -382,11 +381,11 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
     auto runner = make_runner(d, kPagesItself<Runner> ? g * heads_per_item : g);
     QueryState* st = ws.states.get();
     const long last_item = static_cast<long>(n_items);
-    const auto key_range = [&](long item) {
-      const std::size_t chunk = static_cast<std::size_t>(item) % chunks;
-      const std::size_t t0 = chunk * plan.chunk_len;
-      return std::pair{t0, t0 + plan.chunk_len < n_keys ? t0 + plan.chunk_len : n_keys};
+    // Keys [first_key(item), end_key(first_key(item))) of kv head item / chunks.
+    const auto first_key = [&](long item) {
+      return static_cast<std::size_t>(item) % chunks * plan.chunk_len;
     };
+    const auto end_key = [&](std::size_t t0) { return std::min(t0 + plan.chunk_len, n_keys); };
     // Items are claimed one ahead (dynamic scheduling by hand), so that the item a thread takes
     // next is known during this one: a contiguous cache's key ranges then request the next
     // item's first rows during their last block, as they request each next block.
@@ -394,7 +393,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
       following = unclaimed.fetch_add(1);
       const std::size_t kvh0 = static_cast<std::size_t>(item) / chunks * heads_per_item;
       const std::size_t chunk = static_cast<std::size_t>(item) % chunks;
-      const auto [t0, t1] = key_range(item);
+      const std::size_t t0 = first_key(item), t1 = end_key(t0);
       for (std::size_t h = 0; h < g * heads_per_item; ++h) {
         st[h] = QueryState{ws.q + h * dp, ws.acc + h * dp, -std::numeric_limits<float>::infinity(),
                            0.0f, n_keys - 1};
@@ -418,7 +417,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
       if (!by_page) {
         ws.after_range = NextBlock{};
         if (following < last_item) {
-          const auto [f0, f1] = key_range(following);
+          const std::size_t f0 = first_key(following), f1 = end_key(f0);
           const std::size_t f_kvh = static_cast<std::size_t>(following) / chunks * heads_per_item;
           ws.after_range = NextBlock::at(kv, f_kvh, f0, kv.block_rows(f0, f1, kKeyBlock));
         }
