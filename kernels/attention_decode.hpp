@@ -422,7 +422,6 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
           ws.after_range = NextBlock::at(kv, f_kvh, f0, kv.block_rows(f0, f1, kKeyBlock));
         }
         runner.run(kv, kvh0, t0, t1, st, g, nv, direct, ws);
-        ws.after_range = NextBlock{};
       }
       for (std::size_t h = 0; h < g * heads_per_item; ++h) {
         const std::size_t kvh = kvh0 + h / g;

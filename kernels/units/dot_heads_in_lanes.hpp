@@ -378,9 +378,10 @@ class DotHeadsInLanes {
   // Word order that turns cvtne2ps_pbh(b, a) (a's 16 words, then b's) into 16 lanes of
   // (a, b) pairs, a in the low half: the layout vdpbf16ps multiplies.
   static __m512i pair_order() {
-    alignas(64) std::uint16_t order[32];
-    for (std::uint16_t k = 0; k < 16; ++k) order[2 * k] = k, order[2 * k + 1] = 16 + k;
-    return _mm512_load_si512(order);
+    alignas(64) static constexpr std::uint16_t kOrder[32] = {
+        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    return _mm512_load_si512(kOrder);
   }
 
   // oᵀ[c0 + c] ← oᵀ · correction + w_scale · Σ_rg dot(wt[rg], vt[rg][c0 + c]) for the R value

@@ -81,11 +81,6 @@ void transpose_keys(const BlockRows& k, std::size_t nb, const DotGeometry<D>& ge
   }
 }
 
-// vt[(rg · acc_vectors + v) · 16 + lane] ← rows E·rg … E·rg + E − 1 (E = kValueRows)
-// interleaved per 32-bit lane, for row groups rg < ceil(n_rows / E); rows ≥ nb read as 0.
-// Element order within a vector: DotGeometry::natural. row_at(t) is row t's bytes; pf (a
-// LinePrefetcher, or anything with its next() and rest(), over the next block's rows) takes a line
-// per row segment loaded, the rest at the end.
 // o[0, E) ← one 64-byte segment of E rows interleaved per 32-bit lane (E = kValueRows).
 template <KvDtype D>
 inline void interleave_segment(const __m512i* r, __m512i* o) {

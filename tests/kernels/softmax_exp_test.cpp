@@ -60,12 +60,6 @@ TEST(SoftmaxExp, NanStaysNan) {
   EXPECT_NEAR(y[1], std::exp(-1.0), 1e-7);
 }
 
-}  // namespace
-}  // namespace kvscope
-
-namespace kvscope {
-namespace {
-
 // The dot units' shorter polynomial for their weights (kExp2ForWeights), evaluated as the
 // kernels do (Horner's rule in float with fused multiply-adds) over f ∈ [−½, ½]: within 7.5e-5
 // of 2^f (8e-5 with the float rounding), where bf16 rounds the weight by up to 2^-9.
