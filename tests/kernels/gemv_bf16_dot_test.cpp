@@ -51,10 +51,13 @@ TEST(GemvBf16Dot, MatchesFloat64OverRoundedXForOddShapes) {
 // A batch of rows: row b of the product is gemv_bf16_dot of row b, bit for bit, for batches
 // that fill the tiles (4 rows up to 4, else 8), end partway through one (a last tile of 4
 // after tiles of 8 too), and weight blocks (4 rows, or 3 beside tiles of 8) that end early.
+// Tiles of 8 run over panels of 8 blocks of 3 rows in chunks of 32 lines (1,024 values):
+// k = 2,100 takes three chunks, the last partial and ending in a partial line, and 53 rows
+// make panels of 8, 8 and 1 blocks and 2 rows past them.
 TEST(GemmBf16Dot, EachRowIsTheGemvOfThatRow) {
   if (!cpu_features().avx512_bf16) GTEST_SKIP() << "this CPU lacks avx512_bf16";
-  for (std::size_t k : {3, 33, 100, 1000}) {
-    for (std::size_t n : {1, 5, 7, 9}) {
+  for (std::size_t k : {3, 33, 100, 1000, 2100}) {
+    for (std::size_t n : {1, 5, 7, 9, 53}) {
       for (std::size_t m : {2, 3, 4, 5, 8, 9, 12, 17}) {
         std::vector<float> x(m * k), values(n * k), y(m * n, -1.0f), one(n);
         fill_uniform(x, k + m, -1.0f, 1.0f);
