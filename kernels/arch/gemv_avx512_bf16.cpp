@@ -51,10 +51,16 @@ std::unique_ptr<std::uint16_t[]> round_rows_to_bf16(const float* x, std::size_t 
   std::unique_ptr<std::uint16_t[]> out(new std::uint16_t[(m + pad_rows) * stride]());
   for (std::size_t b = 0; b < m; ++b) {
     for (std::size_t l = 0; l < lines; ++l) {
-      float part[kPairsPerLine] = {};
-      for (std::size_t j = 0; j < kPairsPerLine && l * kPairsPerLine + j < k; ++j)
-        part[j] = x[b * k + l * kPairsPerLine + j];
-      const __m512bh pairs = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(part + 16), _mm512_loadu_ps(part));
+      // Masked loads (no fault past k): element-wise copies through a buffer took 8% of an
+      // 8-row product over 4096 × 512 (one thread; rounding runs before the threads start).
+      const std::size_t left = k - l * kPairsPerLine;
+      const auto first_n = [](std::size_t count) {
+        return count >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << count) - 1);
+      };
+      const float* part = x + b * k + l * kPairsPerLine;
+      const __m512 low = _mm512_maskz_loadu_ps(first_n(left), part);
+      const __m512 high = _mm512_maskz_loadu_ps(left > 16 ? first_n(left - 16) : 0, part + 16);
+      const __m512bh pairs = _mm512_cvtne2ps_pbh(high, low);
       std::memcpy(out.get() + b * stride + l * kPairsPerLine, &pairs, sizeof pairs);
     }
   }
