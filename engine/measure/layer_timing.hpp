@@ -1,6 +1,7 @@
 #pragma once
 // Times full decoder-layer decode steps (projections + attention + MLP) at a given context.
 #include <cstdint>
+#include <vector>
 
 #include "engine/kv_layout.hpp"
 #include "engine/layer_config.hpp"
@@ -33,6 +34,15 @@ LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& wei
                               std::int64_t context, KvTypes kv_dtype, Isa isa, int threads,
                               int steps, ComputeMode compute = ComputeMode::exact,
                               std::int64_t batch = 1, KvLayout layout = {});
+
+// time_layer_decode for several batch sizes at once: one layer each, their steps taken in
+// turn (a step of each, `steps` times), one timing per entry of `batches`.
+std::vector<LayerTiming> time_layer_decode_batches(const LayerConfig& config,
+                                                   const LayerWeights& weights,
+                                                   std::int64_t context, KvTypes kv_dtype, Isa isa,
+                                                   int threads, int steps, ComputeMode compute,
+                                                   const std::vector<std::int64_t>& batches,
+                                                   KvLayout layout = {});
 
 // Bytes a prefill of `tokens` holds at once: weights, the cache and the activations
 // (x, normed x, q, k, v, attention output, residual, gate, up, output: [tokens × width] f32).

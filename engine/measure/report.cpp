@@ -244,12 +244,17 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
       need = std::max(need, checked_mul(plan.cache_bytes, plan.caches, "report memory"));
       if (r.measure_layer) {
         need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
-        for (std::int64_t batch : r.batches) {  // the weights and a batch's caches
-          need = std::max(need, checked_add(config.weight_bytes(r.weights_dtype),
-                                            checked_mul(cache, static_cast<std::uint64_t>(batch),
-                                                        "report memory"),
-                                            "report memory"));
+        // The weights and every batch size's caches at once (their steps are taken in turn):
+        // batch 1's, and B for each other batch size B.
+        std::uint64_t sequences = 1;
+        for (std::int64_t batch : r.batches) {
+          if (batch != 1) {
+            sequences = checked_add(sequences, static_cast<std::uint64_t>(batch), "report memory");
+          }
         }
+        need = std::max(
+            need, checked_add(config.weight_bytes(r.weights_dtype),
+                              checked_mul(cache, sequences, "report memory"), "report memory"));
       }
       if (r.measure_layer && r.measure_prefill && !is_mla(r)) {
         need = std::max(need, layer_prefill_bytes(config, tokens, dtype, r.weights_dtype));
@@ -379,9 +384,22 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         layer_weights = LayerWeights::random(config, 42, r.weights_dtype);
         layer_weights_kv_heads = row.n_kv_heads;
       }
-      const LayerTiming layer =
-          time_layer_decode(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
-                            std::max(3, r.steps / 2), r.compute, 1, row.kv_layout);
+      // Batch 1 and every larger batch of the row step in turn (time_layer_decode_batches),
+      // so that their ratio holds within the run even where the memory speed moves.
+      std::vector<std::int64_t> sizes{1};
+      for (std::int64_t batch : r.batches) {
+        if (batch != 1) sizes.push_back(batch);
+      }
+      if (r.progress && sizes.size() > 1) {
+        std::string list;
+        for (std::int64_t batch : sizes) list += (list.empty() ? "" : ", ") + std::to_string(batch);
+        r.progress("the full layer at " + std::to_string(row.tokens) + " tokens, batches " + list +
+                   " in turn");
+      }
+      const std::vector<LayerTiming> timings = time_layer_decode_batches(
+          config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
+          std::max(3, r.steps / 2), r.compute, sizes, row.kv_layout);
+      const LayerTiming& layer = timings.front();
       row.layer_tokens_per_s = layer.tokens_per_s;
       row.layer_seconds_median = layer.median_s;
       row.weights_dtype = r.weights_dtype;
@@ -390,17 +408,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       row.layer_weights_share = layer.projection_share;
       row.layer_attention_share = layer.attention_share;
       row.layer_other_share = layer.other_share;
-      for (std::int64_t batch : r.batches) {
-        if (batch == 1) continue;
-        if (r.progress) {
-          r.progress("the full layer, " + std::to_string(batch) + " sequences at " +
-                     std::to_string(row.tokens) + " tokens");
-        }
-        batched.push_back(
-            {i, batch,
-             time_layer_decode(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
-                               std::max(3, r.steps / 2), r.compute, batch, row.kv_layout)});
-      }
+      for (std::size_t b = 1; b < sizes.size(); ++b) batched.push_back({i, sizes[b], timings[b]});
       if (r.measure_prefill && !is_mla(r)) {
         const LayerPrefillTiming prefill =
             time_layer_prefill(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,

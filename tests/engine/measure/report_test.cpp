@@ -51,6 +51,12 @@ TEST(ReportArithmetic, PeakBytesCountCacheReadBufferAndWeights) {
             2 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes(WeightDtype::bf16));
   r.weights_dtype = WeightDtype::f32;
   EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes());
+  // Batch sizes step in turn: the weights beside every size's caches at once (1 + 3 + 8).
+  r.batches = {1, 3, 8};
+  EXPECT_EQ(report_peak_bytes(r), 12 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes());
+  r.batches = {8, 3};  // batch 1 is always timed
+  EXPECT_EQ(report_peak_bytes(r), 12 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes());
+  r.batches = {1};
   r.measure_layer = false;
   EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32));
 }
