@@ -278,8 +278,8 @@ void gemm_panels(const std::uint16_t* x, std::size_t m, std::size_t stride, std:
 // 2 threads, old and new kernels alternated in one process), with x's rows spaced as
 // batch_row_stride does: 8 rows 0.71× the time (0.77-0.95× from the tiles alone), 16 rows
 // 0.78-0.88×, 2 rows 0.72-0.93×, 4 rows 0.73-0.87×. The tiles of 8 then went over panels in
-// chunks of k (gemm_panels): a first try, requesting each piece's successor only, took
-// 0.99-1.15× the unchunked time; requested two chunks ahead they pay.
+// chunks of k (gemm_panels): a first try, requesting 4-16 segments ahead, took 0.99-1.15× the
+// unchunked time; requested two chunks ahead (96 KiB) they pay.
 void gemm_bf16_dot(const float* x, std::size_t m, const WeightsView& w, float* y, int threads) {
   if (w.dtype != WeightDtype::bf16) {
     throw std::invalid_argument("gemv_bf16_dot needs bf16 weights");
