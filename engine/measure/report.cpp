@@ -170,6 +170,16 @@ void finish_row(ReportRow& row, const std::vector<double>& model_steps, int repe
                   : "compute";
 }
 
+// The batch sizes a row's full layer is timed at, stepped in turn (time_layer_decode_batches):
+// batch 1, then each other size asked for.
+std::vector<std::int64_t> layer_batches(const ReportRequest& r) {
+  std::vector<std::int64_t> sizes{1};
+  for (std::int64_t batch : r.batches) {
+    if (batch != 1) sizes.push_back(batch);
+  }
+  return sizes;
+}
+
 }  // namespace
 
 std::uint64_t decode_attention_flops(std::int64_t n_heads, std::int64_t head_dim,
@@ -244,13 +254,10 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
       need = std::max(need, checked_mul(plan.cache_bytes, plan.caches, "report memory"));
       if (r.measure_layer) {
         need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
-        // The weights and every batch size's caches at once (their steps are taken in turn):
-        // batch 1's, and B for each other batch size B.
-        std::uint64_t sequences = 1;
-        for (std::int64_t batch : r.batches) {
-          if (batch != 1) {
-            sequences = checked_add(sequences, static_cast<std::uint64_t>(batch), "report memory");
-          }
+        // The weights and every batch size's caches at once (their steps are taken in turn).
+        std::uint64_t sequences = 0;
+        for (std::int64_t batch : layer_batches(r)) {
+          sequences = checked_add(sequences, static_cast<std::uint64_t>(batch), "report memory");
         }
         need = std::max(
             need, checked_add(config.weight_bytes(r.weights_dtype),
@@ -384,12 +391,9 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
         layer_weights = LayerWeights::random(config, 42, r.weights_dtype);
         layer_weights_kv_heads = row.n_kv_heads;
       }
-      // Batch 1 and every larger batch of the row step in turn (time_layer_decode_batches),
-      // so that their ratio holds within the run even where the memory speed moves.
-      std::vector<std::int64_t> sizes{1};
-      for (std::int64_t batch : r.batches) {
-        if (batch != 1) sizes.push_back(batch);
-      }
+      // Batch 1 and every larger batch of the row step in turn, so that their ratio holds
+      // within the run even where the memory speed moves.
+      const std::vector<std::int64_t> sizes = layer_batches(r);
       if (r.progress && sizes.size() > 1) {
         std::string list;
         for (std::int64_t batch : sizes) list += (list.empty() ? "" : ", ") + std::to_string(batch);

@@ -67,38 +67,42 @@ std::unique_ptr<std::uint16_t[]> round_rows_to_bf16(const float* x, std::size_t 
   return out;
 }
 
-// acc[r][b] = Σ over the lines of W's rows first + r (r < rows ≤ R) · x rows b < XT (at xb,
-// `stride` elements apart), each lane in line order: the order gemv_bf16_dot sums in for any
-// R and XT. Rows past `rows` read zeros. `next` (or nullptr): the next block's first row, whose
-// lines are requested as this block's are read, a line for a line. The block's rows are
-// streams 2 pages long (8 KiB each at k = 4096) that the hardware prefetcher ramps up anew at
-// every page; asked one block (32 KiB) ahead, the decode GEMV over a 4096 × 11008 bf16 matrix
-// ran at 3.30 against 3.58 ms, and the layer's bf16 decode step at 16.1-16.6 against 17.4-18.0
-// ms (Intel Xeon, 2 threads). Asking 1-2 KiB ahead within each row helped the bench but slowed
-// the layer.
+// sums[r · XT + b] (in memory; zeros first where `first_chunk`) += lines [l0, l1) of W's rows
+// w0 + r · k, r < rows ≤ R (rows past `rows` read zeros), · x rows b < XT (at xb, `stride`
+// elements apart), each lane in line order: the order gemv_bf16_dot sums in for any R and XT,
+// whether k is taken whole or in chunks. Accumulators stay in registers over the lines (held
+// in memory, every vdpbf16ps went through it). `next` (or nullptr): a line of the rows read
+// next is requested per line read (the same offset from `next` as from line l0). A block's
+// rows are streams 2 pages long (8 KiB each at k = 4096) that the hardware prefetcher ramps up
+// anew at every page; asked one block (32 KiB) ahead, the decode GEMV over a 4096 × 11008
+// bf16 matrix ran at 3.30 against 3.58 ms, and the layer's bf16 decode step at 16.1-16.6
+// against 17.4-18.0 ms (Intel Xeon, 2 threads). Asking 1-2 KiB ahead within each row helped
+// the bench but slowed the layer.
 template <std::size_t R, std::size_t XT>
-void dot_block(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::size_t lines,
-               const std::uint16_t* xb, std::size_t stride, __m512 (&out)[R][XT],
-               const std::uint16_t* next) {
-  // Local accumulators, copied out once: kept in registers across the loop (held in the
-  // caller's array, every vdpbf16ps went through memory).
+void dot_lines(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::size_t l0,
+               std::size_t l1, const std::uint16_t* xb, std::size_t stride, __m512* sums,
+               bool first_chunk, const std::uint16_t* next) {
   __m512 acc[R][XT];
-  for (auto& row : acc)
-    for (__m512& a : row) a = _mm512_setzero_ps();
-  const std::size_t whole = rows == R ? k / kPairsPerLine : 0;
-  for (std::size_t l = 0; l < whole; ++l) {
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t b = 0; b < XT; ++b)
+      acc[r][b] = first_chunk ? _mm512_setzero_ps() : _mm512_load_ps(sums + r * XT + b);
+  // Whole lines of whole blocks take plain loads; a block's last rows and a row's last,
+  // partial line are masked.
+  const std::size_t whole_end = rows == R ? std::min(l1, k / kPairsPerLine) : l0;
+  for (std::size_t l = l0; l < whole_end; ++l) {
     const std::size_t i = l * kPairsPerLine;
     __m512i wl[R];
     for (std::size_t r = 0; r < R; ++r) wl[r] = _mm512_loadu_si512(w0 + r * k + i);
     if (next != nullptr) {
-      for (std::size_t r = 0; r < R; ++r) __builtin_prefetch(next + r * k + i, 0, 2);
+      const std::size_t ahead = (l - l0) * kPairsPerLine;
+      for (std::size_t r = 0; r < R; ++r) __builtin_prefetch(next + r * k + ahead, 0, 2);
     }
     for (std::size_t b = 0; b < XT; ++b) {
       const __m512i xl = _mm512_loadu_si512(xb + b * stride + i);
       for (std::size_t r = 0; r < R; ++r) acc[r][b] = dot_pairs(acc[r][b], wl[r], xl);
     }
   }
-  for (std::size_t l = whole; l < lines; ++l) {
+  for (std::size_t l = whole_end; l < l1; ++l) {
     const std::size_t i = l * kPairsPerLine;
     __m512i wl[R];
     for (std::size_t r = 0; r < R; ++r)
@@ -109,7 +113,7 @@ void dot_block(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::si
     }
   }
   for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t b = 0; b < XT; ++b) out[r][b] = acc[r][b];
+    for (std::size_t b = 0; b < XT; ++b) _mm512_store_ps(sums + r * XT + b, acc[r][b]);
 }
 
 // y[b × n + first + r] for x's rows [b0, b0 + count) (count ≤ XT; x's rows past m are zeros)
@@ -118,11 +122,11 @@ template <std::size_t R, std::size_t XT>
 void tile_to_y(const std::uint16_t* w0, std::size_t k, std::size_t first, std::size_t rows,
                std::size_t lines, const std::uint16_t* x, std::size_t stride, std::size_t b0,
                std::size_t count, std::size_t n, float* y, const std::uint16_t* next) {
-  __m512 acc[R][XT];
-  dot_block<R, XT>(w0, k, rows, lines, x + b0 * stride, stride, acc, next);
+  alignas(64) __m512 sums[R * XT];
+  dot_lines<R, XT>(w0, k, rows, 0, lines, x + b0 * stride, stride, sums, true, next);
   for (std::size_t b = 0; b < count; ++b) {
     for (std::size_t r = 0; r < rows; ++r)
-      y[(b0 + b) * n + first + r] = _mm512_reduce_add_ps(acc[r][b]);
+      y[(b0 + b) * n + first + r] = _mm512_reduce_add_ps(sums[r * XT + b]);
   }
 }
 
@@ -175,44 +179,6 @@ const std::uint16_t* piece_start(const std::uint16_t* wd, std::size_t k, std::si
   return nullptr;
 }
 
-// sums[r][b] (in memory; zeros where `first_chunk`) += lines [l0, l1) of W's rows w0 + r · k
-// (R whole rows) · x rows b < XT, each lane in line order. `next` as in dot_block, a line for a
-// line of this piece.
-template <std::size_t R, std::size_t XT>
-void dot_piece(const std::uint16_t* w0, std::size_t k, std::size_t l0, std::size_t l1,
-               const std::uint16_t* xb, std::size_t stride, __m512* sums, bool first_chunk,
-               const std::uint16_t* next) {
-  __m512 acc[R][XT];
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t b = 0; b < XT; ++b)
-      acc[r][b] = first_chunk ? _mm512_setzero_ps() : _mm512_load_ps(sums + r * XT + b);
-  const std::size_t whole_end = std::min(l1, k / kPairsPerLine);
-  for (std::size_t l = l0; l < whole_end; ++l) {
-    const std::size_t i = l * kPairsPerLine;
-    __m512i wl[R];
-    for (std::size_t r = 0; r < R; ++r) wl[r] = _mm512_loadu_si512(w0 + r * k + i);
-    if (next != nullptr) {
-      const std::size_t ahead = (l - l0) * kPairsPerLine;
-      for (std::size_t r = 0; r < R; ++r) __builtin_prefetch(next + r * k + ahead, 0, 2);
-    }
-    for (std::size_t b = 0; b < XT; ++b) {
-      const __m512i xl = _mm512_loadu_si512(xb + b * stride + i);
-      for (std::size_t r = 0; r < R; ++r) acc[r][b] = dot_pairs(acc[r][b], wl[r], xl);
-    }
-  }
-  for (std::size_t l = whole_end; l < l1; ++l) {  // the row's last, partial line
-    const std::size_t i = l * kPairsPerLine;
-    __m512i wl[R];
-    for (std::size_t r = 0; r < R; ++r) wl[r] = load_line(w0 + r * k, i, k);
-    for (std::size_t b = 0; b < XT; ++b) {
-      const __m512i xl = _mm512_loadu_si512(xb + b * stride + i);
-      for (std::size_t r = 0; r < R; ++r) acc[r][b] = dot_pairs(acc[r][b], wl[r], xl);
-    }
-  }
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t b = 0; b < XT; ++b) _mm512_store_ps(sums + r * XT + b, acc[r][b]);
-}
-
 // One tile of x (rows [b0, b0 + count), count ≤ XT) over the panel of `blocks` blocks from
 // block `block`. Only the first tile requests pieces ahead: later tiles find the panel (192
 // KiB) in L2.
@@ -229,7 +195,7 @@ void panel_tile(const std::uint16_t* wd, std::size_t k, std::size_t n, std::size
       const std::uint16_t* next = b0 == 0 ? piece_start<R>(wd, k, chunks, whole_blocks, block,
                                                            c * blocks + p + kPiecesAhead)
                                           : nullptr;
-      dot_piece<R, XT>(wd + (block + p) * R * k, k, l0, l1, x + b0 * stride, stride, sums[p],
+      dot_lines<R, XT>(wd + (block + p) * R * k, k, R, l0, l1, x + b0 * stride, stride, sums[p],
                        c == 0, next);
     }
   }
