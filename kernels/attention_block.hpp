@@ -459,6 +459,14 @@ struct QueryState {
   std::size_t last_key = 0;
 };
 
+// Whether every state of st[0, count) sees all keys before t1.
+inline bool all_see(const QueryState* st, std::size_t count, std::size_t t1) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (st[i].last_key + 1 < t1) return false;
+  }
+  return true;
+}
+
 // Where row r's partial-sum vector must go in haddp's input for lane r of the result to be
 // its sum. xsimd 8.1's AVX-512 haddp returns its lanes in the order
 // 0 1 4 5 2 3 6 7 | 8 9 12 13 10 11 14 15 (an involution), so rows are placed pre-permuted;

@@ -9,12 +9,15 @@
 // and V row comes from memory once per step, not once per query head. Chunks of one head
 // are merged exactly afterwards: M = max m_c, L = Σ l_c e^(m_c − M),
 // out = Σ acc_c e^(m_c − M) / L.
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_block.hpp"
@@ -37,19 +40,42 @@ struct DecodePlan {
   std::size_t chunk_len = 0;  // keys, a multiple of kKeyBlock
 
   // long_chunk: keys beyond which a chunk is split for load balance.
+  // short_chunk: the keys a chunk may shrink to when a problem makes few items.
   DecodePlan(std::size_t n_keys, std::size_t n_kv_heads, int threads, std::size_t min_chunk,
-             std::size_t long_chunk = 8192) {
+             std::size_t long_chunk = 8192, std::size_t short_chunk = 0) {
     const std::size_t kMinChunk = min_chunk;
     const std::size_t want_items = threads > 16 ? static_cast<std::size_t>(threads) : 16;
     std::size_t chunks = (want_items + n_kv_heads - 1) / n_kv_heads;
     const std::size_t long_chunks = (n_keys + long_chunk - 1) / long_chunk;
     if (long_chunks > chunks) chunks = long_chunks;
-    const std::size_t max_chunks = (n_keys + kMinChunk - 1) / kMinChunk;
+    std::size_t max_chunks = (n_keys + kMinChunk - 1) / kMinChunk;
+    // Short contexts: fewer than 4 items leave threads idle (MQA under 1,500 tokens made 1-3),
+    // so chunks may then shrink: to 4 items of short_chunk keys or more each (the last one
+    // included), else to 2 of a block or more.
+    if (n_kv_heads * max_chunks < 4 && short_chunk < kMinChunk) {
+      for (const auto& [items, least] :
+           {std::pair{std::size_t{4}, short_chunk}, std::pair{std::size_t{2}, kKeyBlock}}) {
+        const std::size_t c = (items + n_kv_heads - 1) / n_kv_heads;
+        if (c > max_chunks && last_chunk_keys(n_keys, c) >= least) {
+          max_chunks = c;
+          break;
+        }
+      }
+    }
     if (chunks > max_chunks) chunks = max_chunks;
     if (chunks < 1) chunks = 1;
-    chunk_len = (n_keys + chunks - 1) / chunks;
-    chunk_len = (chunk_len + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+    chunk_len = chunk_keys(n_keys, chunks);
     chunks_per_head = (n_keys + chunk_len - 1) / chunk_len;
+  }
+
+ private:
+  static std::size_t chunk_keys(std::size_t n_keys, std::size_t chunks) {
+    return ((n_keys + chunks - 1) / chunks + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+  }
+  // The keys of the last chunk when n_keys are cut into chunks of chunk_keys(n_keys, chunks).
+  static std::size_t last_chunk_keys(std::size_t n_keys, std::size_t chunks) {
+    const std::size_t len = chunk_keys(n_keys, chunks);
+    return n_keys - (n_keys - 1) / len * len;
   }
 };
 
@@ -140,9 +166,7 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
   }
   // Rows read in place take blocks across pages (attend_block_chunked): one query, or several
   // that all see the whole range (decode; a causal tile would need its rows cut per query).
-  bool all_see = true;
-  for (std::size_t i = 0; i < count; ++i) all_see = all_see && st[i].last_key + 1 >= t1;
-  const bool chunked = direct && (count == 1 || all_see);
+  const bool chunked = direct && (count == 1 || all_see(st, count, t1));
   // One query reading rows of under 32 KiB a block in place: prefetches by groups of blocks.
   // (GQA-8's query tiles on groups took 1.02-1.12x the time: they keep the next block's.)
   GroupPrefetcher group(kv, kvh, t0, t1, kKeyBlock, ws.after_range);
@@ -218,7 +242,7 @@ struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
       D == KvDtype::f32 || D == KvDtype::f16 || D == KvDtype::bf16 || D == KvDtype::int8;
   KeyRunner(std::size_t head_dim, std::size_t max_queries) {
     if constexpr (kLanes) {
-      if (HeadsInLanes<A>::suits(max_queries, HeadsInLanes<A>::kMinKeys)) {
+      if (HeadsInLanes<A>::suits(max_queries, HeadsInLanes<A>::kMinKeysAllSee, true)) {
         lanes.emplace(head_dim, max_queries);
       }
     }
@@ -226,7 +250,7 @@ struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
     if constexpr (kLanes) {
-      if (lanes && HeadsInLanes<A>::suits(count, t1 - t0)) {
+      if (lanes && HeadsInLanes<A>::suits(count, t1 - t0, all_see(st, count, t1))) {
         return lanes->template run<D>(kv, kvh, t0, t1, st, count, ws.after_range);
       }
     }
@@ -255,6 +279,13 @@ struct ForPrefill {};
 // at 2,000 tokens MQA now makes 4 items, not 8, so more threads than 4 cannot share them.
 template <class Runner>
 inline constexpr std::size_t kMinChunkKeys = 512;
+// Keys per work item at least when a problem makes 4 items instead of fewer (DecodePlan's
+// short_chunk): 256. MQA decode, Zen 4, 2 threads, cold, against HEAD's items of 512 (old and
+// new binaries alternated 6 times, the lanes kernel's shorter ranges included): f32 0.65x the
+// time at 200 tokens (2 items), 0.71x at 400, 0.76x at 1,500 (4 items); bf16 0.64x, 0.75x,
+// 0.79x; int8 0.63x, 0.80x, 0.85x.
+template <class Runner>
+inline constexpr std::size_t kShortChunkKeys = 256;
 
 // Runners whose run() costs nothing beyond its keys (no query packing or state copies per
 // call) can be called a page at a time: decode_with then reads a paged cache page by page.
@@ -359,7 +390,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
                                 : short_items ? kKeyBlock
                                               : std::min<std::size_t>(kMinChunkKeys<Runner>, 512);
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads, min_chunk,
-                           by_page ? 2048 : 8192);
+                           by_page ? 2048 : 8192, kShortChunkKeys<Runner>);
   // One query per head reading pages shorter than a block in place: a page at a time, heads in
   // groups (PageGroupPrefetcher), rather than blocks across pages.
   const bool page_groups = by_page && direct && g == 1 && kv.page_tokens < kKeyBlock;
@@ -370,7 +401,7 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t part_stride = dp + 2;
   Scratch<A> partial(split ? kv.n_kv_heads * chunks * g * part_stride : 1);
 
-  std::atomic<long> unclaimed{0};  // the first item no thread has claimed
+  std::atomic<long> unclaimed{0};  // items claimed after the threads' first ones
 #pragma omp parallel num_threads(threads)
   {
     DecodeScratch<A> ws(g * heads_per_item, dp, !direct);
@@ -389,8 +420,13 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
     // Items are claimed one ahead (dynamic scheduling by hand), so that the item a thread takes
     // next is known during this one: a contiguous cache's key ranges then request the next
     // item's first rows during their last block, as they request each next block.
-    for (long item = unclaimed.fetch_add(1), following; item < last_item; item = following) {
-      following = unclaimed.fetch_add(1);
+    // Each thread's first item is its own. Claimed from the counter, the first thread's first
+    // and following items were both claimed before the second thread came, and a problem of
+    // two items ran on one thread; MQA decode at 1,000 tokens now takes 0.54x the time (f32),
+    // 0.62x (bf16), 0.59x (int8; Zen 4, 2 threads, cold).
+    const long team = omp_get_num_threads();
+    for (long item = omp_get_thread_num(), following; item < last_item; item = following) {
+      following = team + unclaimed.fetch_add(1);
       const std::size_t kvh0 = static_cast<std::size_t>(item) / chunks * heads_per_item;
       const std::size_t chunk = static_cast<std::size_t>(item) % chunks;
       const std::size_t t0 = first_key(item), t1 = end_key(t0);

@@ -92,10 +92,17 @@ class HeadsInLanes {
  public:
   static constexpr std::size_t kBlock = 64;  // keys per online-softmax block
 
-  static constexpr std::size_t kMinKeys = 256;
-
-  // Worth it from W queries on, over ranges long enough to repay the transposes.
-  static bool suits(std::size_t count, std::size_t keys) { return count >= W && keys >= kMinKeys; }
+  // Worth it from W queries on, over ranges long enough to repay the transposes: 256 keys, or
+  // one block where every query sees the whole range (decode). There shorter ranges took the
+  // tile kernel, measured slower from 64 keys on: MQA decode at 100 tokens took 0.88x the
+  // time with 64 as with 256 (f32), 0.73x (bf16), 0.66x (int8; 2 threads, Zen 4). Prefill tiles
+  // keep 256: no faster with 64 (2,000 tokens), and on a tile whose rows straddle a jump in the
+  // scores the int8 lanes kernel then missed the tests' error bound, 2.1x (over a tile of 300
+  // keys it misses it by 1.09x too: not yet understood), where the tile kernel meets it.
+  static constexpr std::size_t kMinKeys = 256, kMinKeysAllSee = 64;
+  static bool suits(std::size_t count, std::size_t keys, bool all_see) {
+    return count >= W && keys >= (all_see ? kMinKeysAllSee : kMinKeys);
+  }
 
   // max_queries: the most query states one run() takes (each pass of kLanes keeps its qᵀ, oᵀ,
   // m and l). The tiles hold a block of f32 rows widened from a 16-bit or int8 cache, or

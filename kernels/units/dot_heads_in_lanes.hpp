@@ -56,10 +56,11 @@ class DotHeadsInLanes {
   static constexpr std::size_t kDHead128RowBytes = 128 * kv_element_bytes(D);
 
  public:
-  static constexpr std::size_t kMinKeys = 256;
-
-  // Worth it from 16 queries on, over ranges long enough to repay the transposes of q and acc.
-  static bool suits(std::size_t count, std::size_t keys) { return count >= W && keys >= kMinKeys; }
+  // As HeadsInLanes::suits.
+  static constexpr std::size_t kMinKeys = 256, kMinKeysAllSee = 64;
+  static bool suits(std::size_t count, std::size_t keys, bool all_see) {
+    return count >= W && keys >= (all_see ? kMinKeysAllSee : kMinKeys);
+  }
 
   explicit DotHeadsInLanes(std::size_t head_dim)
       : geo_(head_dim),
@@ -172,7 +173,7 @@ class DotHeadsInLanes {
   }
 
   // The rows after a contiguous range as a block of this kernel's size (the caller's are
-  // blocks of kKeyBlock): they stand first in the next range, which is longer than kMinKeys.
+  // blocks of kKeyBlock): they stand first in the next range.
   static NextBlock own_block(const KvView& kv, const NextBlock& after_range) {
     if (after_range.rows == 0 || kv.paged()) return after_range;
     const std::size_t left = kv.capacity - after_range.pos;
@@ -435,13 +436,13 @@ template <class A, KvDtype D>
 struct DotUnitRunner : DotUnitKeys<A, D> {
   DotUnitRunner(std::size_t head_dim, std::size_t max_queries)
       : DotUnitKeys<A, D>(head_dim, max_queries) {
-    if (DotHeadsInLanes<A, D>::suits(max_queries, DotHeadsInLanes<A, D>::kMinKeys)) {
+    if (DotHeadsInLanes<A, D>::suits(max_queries, DotHeadsInLanes<A, D>::kMinKeysAllSee, true)) {
       lanes.emplace(head_dim);
     }
   }
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
-    if (lanes && DotHeadsInLanes<A, D>::suits(count, t1 - t0)) {
+    if (lanes && DotHeadsInLanes<A, D>::suits(count, t1 - t0, all_see(st, count, t1))) {
       return lanes->run(kv, kvh, t0, t1, st, count, ws.after_range);
     }
     DotUnitKeys<A, D>::run(kv, kvh, t0, t1, st, count, nv, direct, ws);
