@@ -11,7 +11,8 @@
 //           feeds one vpdpbusd / vdpbf16ps per 16 queries; int8 then − offset[lane], × sq[lane]
 //           · k_scale[t];
 //   softmax lane-wise, no horizontal sums;
-//   P·V     each lane's weights (int8: p · v_scale quantized to u8 against the lane's largest;
+//   P·V     each lane's weights (int8: p · v_scale quantized to u8 against the lane's largest,
+//           in one digit or two, weight_digits;
 //           bf16: p rounded), packed 4 (2) rows to a lane; a row group of one value column
 //           (ValueInterleaver, a segment per step of the score loops) is broadcast into one
 //           dot per 16 queries, and each column's sum joins the f32 accumulator once per block.
@@ -68,6 +69,7 @@ class DotHeadsInLanes {
         q_groups_(W * geo_.segments * 16),
         qt_(geo_.groups * kLanes),
         wt_(kBlock / Geo::kValueRows * kLanes),
+        wt_lo_(D == KvDtype::int8 ? kBlock / Geo::kValueRows * kLanes : 1),
         vt_(kBlock / Geo::kValueRows * positions_),
         ot_(positions_ * kLanes),
         s_(kBlock * kLanes),
@@ -150,14 +152,24 @@ class DotHeadsInLanes {
       values.rest();
 
       __m512 correction[QV], w_scale[QV];
-      softmax_pack<QV>(s, rows, visible, v_scale, m, l, correction, w_scale);
+      const bool two = softmax_pack<QV>(s, rows, visible, v_scale, m, l, correction, w_scale);
       // The next block's value rows, a line per row-group step of p·V: spread over the
       // block's longest phase (prefetched while interleaving, they arrived too late).
       LinePrefetcher pf(next.v, next.rows * geo_.row_bytes);
       const std::size_t n_groups = (rows + Geo::kValueRows - 1) / Geo::kValueRows;
       micro_tiles<kTile<QV>>(positions_, [&]<std::size_t R>(std::size_t c) {
-        weighted_values<QV, R>(c, n_groups, correction, w_scale, ot, pf);
+        weighted_values<QV, R>(wt_.get(), c, n_groups, correction, w_scale, ot, pf);
       });
+      if (two) {  // int8 weights' low digits, in units of 1/255
+        __m512 ones[QV], lo_scale[QV];
+        for (int v = 0; v < QV; ++v) {
+          ones[v] = _mm512_set1_ps(1.0f);
+          lo_scale[v] = _mm512_mul_ps(w_scale[v], _mm512_set1_ps(1.0f / 255.0f));
+        }
+        micro_tiles<kTile<QV>>(positions_, [&]<std::size_t R>(std::size_t c) {
+          weighted_values<QV, R>(wt_lo_.get(), c, n_groups, ones, lo_scale, ot, pf);
+        });
+      }
       pf.rest();
     }
 
@@ -299,14 +311,16 @@ class DotHeadsInLanes {
 
   // Online softmax per lane over rows [0, rows) of sᵀ (lanes see `visible` rows); then the
   // weights w = e^(s − m) packed into wt, kValueRows rows to a lane: int8 as u8 of w · v_scale
-  // against the lane's largest, bf16 rounded. correction: e^(m_old − m) per lane; w_scale:
-  // the factor back from the unit's sums (int8: w_max / 255, 0 for a lane with no weight;
-  // bf16: 1).
+  // against the lane's largest (weight_digits: low digits into wt_lo_), bf16 rounded.
+  // correction: e^(m_old − m) per lane; w_scale: the factor back from the unit's sums (int8:
+  // w_max / 255, 0 for a lane with no weight; bf16: 1). Returns whether some weights have two
+  // digits.
   template <int QV>
-  void softmax_pack(float* s, std::size_t rows, const float* visible, const float* v_scale,
+  bool softmax_pack(float* s, std::size_t rows, const float* visible, const float* v_scale,
                     __m512* m, __m512* l, __m512* correction, __m512* w_scale) {
     constexpr std::size_t L = QV * W;
     std::int32_t* wt = wt_.get();
+    bool any_two = false;
     for (int v = 0; v < QV; ++v) {
       const __m512 vis = _mm512_load_ps(visible + v * W);
       __m512 block_max = _mm512_set1_ps(-kInf);
@@ -360,20 +374,35 @@ class DotHeadsInLanes {
         const __mmask16 some = _mm512_cmp_ps_mask(w_max, _mm512_setzero_ps(), _CMP_GT_OQ);
         const __m512 inv = _mm512_maskz_div_ps(some, _mm512_set1_ps(255.0f), w_max);
         w_scale[v] = _mm512_mul_ps(w_max, _mm512_set1_ps(1.0f / 255.0f));
-        for (std::size_t rg = 0; rg * Geo::kValueRows < rows; ++rg) {
-          __m512i packed = _mm512_setzero_si512();
-          for (std::size_t e = 0; e < Geo::kValueRows; ++e) {
-            const std::size_t r = rg * Geo::kValueRows + e;
-            if (r >= rows) break;
-            const __m512i bits =  // 0…255
-                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(s + r * L + v * W), inv));
-            packed = _mm512_or_si512(packed, _mm512_slli_epi32(bits, static_cast<int>(8 * e)));
+        // One digit first, its error summed on the way; two for all 16 lanes when one needs
+        // them (the others then gain precision).
+        std::int32_t* wt_lo = wt_lo_.get();
+        DigitError digit_error;
+        const auto pack = [&](bool two) {
+          for (std::size_t rg = 0; rg * Geo::kValueRows < rows; ++rg) {
+            __m512i hi = _mm512_setzero_si512(), lo = _mm512_setzero_si512();
+            for (std::size_t e = 0; e < Geo::kValueRows; ++e) {
+              const std::size_t r = rg * Geo::kValueRows + e;
+              if (r >= rows) break;
+              const __m512 y = _mm512_mul_ps(_mm512_load_ps(s + r * L + v * W), inv);
+              if (!two) digit_error.add(y);
+              const WeightDigits w = weight_digits(y, two);  // 0…255 each
+              hi = _mm512_or_si512(hi, _mm512_slli_epi32(w.hi, static_cast<int>(8 * e)));
+              lo = _mm512_or_si512(lo, _mm512_slli_epi32(w.lo, static_cast<int>(8 * e)));
+            }
+            _mm512_store_si512(wt + rg * L + v * W, hi);
+            _mm512_store_si512(wt_lo + rg * L + v * W, lo);  // 0 with one digit
           }
-          _mm512_store_si512(wt + rg * L + v * W, packed);
+        };
+        pack(false);
+        if (digit_error.two_digits() != 0) {
+          pack(true);
+          any_two = true;
         }
       }
       l[v] = _mm512_fmadd_ps(l[v], correction[v], sum);
     }
+    return any_two;
   }
 
   // Word order that turns cvtne2ps_pbh(b, a) (a's 16 words, then b's) into 16 lanes of
@@ -388,8 +417,9 @@ class DotHeadsInLanes {
   // oᵀ[c0 + c] ← oᵀ · correction + w_scale · Σ_rg dot(wt[rg], vt[rg][c0 + c]) for the R value
   // positions of one micro-tile; pf takes a line per row group.
   template <int QV, std::size_t R>
-  void weighted_values(std::size_t c0, std::size_t n_groups, const __m512* correction,
-                       const __m512* w_scale, float* ot, LinePrefetcher& pf) const {
+  void weighted_values(const std::int32_t* wt, std::size_t c0, std::size_t n_groups,
+                       const __m512* correction, const __m512* w_scale, float* ot,
+                       LinePrefetcher& pf) const {
     constexpr std::size_t L = QV * W;
     Acc sum[R][QV];
     for (std::size_t c = 0; c < R; ++c) {
@@ -398,7 +428,7 @@ class DotHeadsInLanes {
     for (std::size_t rg = 0; rg < n_groups; ++rg) {
       pf.next();
       __m512i w[QV];
-      for (int v = 0; v < QV; ++v) w[v] = _mm512_load_si512(wt_.get() + rg * L + v * W);
+      for (int v = 0; v < QV; ++v) w[v] = _mm512_load_si512(wt + rg * L + v * W);
       const std::int32_t* col = vt_.get() + rg * positions_ + c0;
 #pragma GCC unroll 12
       for (std::size_t c = 0; c < R; ++c) {
@@ -423,7 +453,7 @@ class DotHeadsInLanes {
 
   Geo geo_;
   std::size_t positions_;  // accumulator positions per query (head_dim padded, tile order)
-  Scratch<A, std::int32_t> q_groups_, qt_, wt_, vt_;
+  Scratch<A, std::int32_t> q_groups_, qt_, wt_, wt_lo_, vt_;  // wt_lo_: int8's low digits
   Scratch<A> ot_, s_, pads_;
   // place_[j]: the accumulator position of element j (the inverse of DotGeometry::natural,
   // a permutation of [0, positions_); elements ≥ d are padding).

@@ -29,6 +29,39 @@ inline __m512 dot_bf16(__m512 acc, __m512i a, __m512i b) {
   return acc;
 }
 
+// int8 P·V's weights: y ∈ [0, 255] in steps of the block's largest / 255, as u8 for vpdpbusd.
+// One digit, rounded, errs by |y − round(y)| per row, and the output by at most Σ|y − round(y)|
+// ÷ Σ y of max|v| per block. Under an attention sink (one key taking most of a block's weight,
+// the others under half a step each, rounded to 0) that reached 3x the dot-unit tests' bound
+// (AttentionSinkKeepsTheSmallWeightsMass). So where a lane's block would err by more than
+// kOneDigitError of max|v| (two_digits), its weights take two digits for two vpdpbusd passes:
+// hi = ⌊y⌋, lo = round((y − hi) · 255), y = hi + lo / 255 within 1/510; elsewhere one, rounded
+// (lo = 0), as before.
+inline constexpr float kOneDigitError = 1.0f / 128;
+struct WeightDigits {
+  __m512i hi, lo;
+};
+// Per lane, summed over a block's rows: a bound on the rounding error one digit makes
+// (|y − round(y)| ≤ min(y, ½)), less kOneDigitError of the weight; two digits where it comes
+// out above 0. Where no block needs two digits (uniform data) the check costs int8 decode
+// 2-7% of its time (AMD Zen 4, warm and cold, 2,000 and 512 tokens).
+struct DigitError {
+  __m512 excess = _mm512_setzero_ps();
+  void add(__m512 y) {
+    excess = _mm512_add_ps(excess, _mm512_fnmadd_ps(y, _mm512_set1_ps(kOneDigitError),
+                                                    _mm512_min_ps(y, _mm512_set1_ps(0.5f))));
+  }
+  __mmask16 two_digits() const {
+    return _mm512_cmp_ps_mask(excess, _mm512_setzero_ps(), _CMP_GT_OQ);
+  }
+};
+inline WeightDigits weight_digits(__m512 y, bool two) {
+  if (!two) return {_mm512_cvtps_epi32(y), _mm512_setzero_si512()};
+  const __m512 hi = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m512 lo = _mm512_mul_ps(_mm512_sub_ps(y, hi), _mm512_set1_ps(255.0f));
+  return {_mm512_cvttps_epi32(hi), _mm512_cvtps_epi32(lo)};
+}
+
 // Lanes [0, n − first) of a 16-key vector starting at key `first`.
 inline __mmask16 lanes_below(std::size_t n, std::size_t first) {
   return n >= first + 16 ? __mmask16(0xffff)

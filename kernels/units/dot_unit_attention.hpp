@@ -18,8 +18,9 @@
 //     vpdpbusd needs one unsigned operand, so keys enter as k + 128 and
 //     q·k = Σ q8 (k + 128) − 128 Σ q8, exact in int32; score = sq · k_scale[t] · q·k.
 //   int8 P·V: the weights p_t · v_scale[t] of one block are quantized to u8 against the
-//     block's largest (scale w_max/255) and summed with the int8 values in int32 by vpdpbusd
-//     over 4 interleaved rows, then added to the f32 accumulator times that scale. (int16
+//     block's largest (scale w_max/255; two u8 digits and two passes where one would err too
+//     much: weight_digits in dot_query.hpp) and summed with the int8 values in int32 by
+//     vpdpbusd over 4 interleaved rows, then added to the f32 accumulator times that scale. (int16
 //     weights by vpdpwssd were measured too: error 1.1× the cache's own instead of 1.2×,
 //     but 15% slower.)
 //   bf16: q and the weights are rounded to bf16 (round to nearest even); products summed in
@@ -124,7 +125,8 @@ inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
 // its weights for the unit: with s[0, 64) the block's scores (−inf past its n rows),
 // m ← max(m, max s), l ← l·e^(m_old − m) + Σ e^(s − m), acc[0, lanes) ← acc·e^(m_old − m)
 // when the max grows; the weights w = e^(s − m) (× v_scale for int8) go to `packed` in row
-// groups: int8 as u8 against the block's largest weight, bf16 rounded. Returns the factor
+// groups: int8 as u8 against the block's largest weight (one digit, or two with the low ones
+// in `packed_lo` and `two` set: weight_digits), bf16 rounded. Returns the factor
 // that turns the unit's sums back into Σ w · v (int8: w_max / 255, 0 when every weight is 0;
 // bf16: 1).
 // The softmax step alone: x[k] ← e^(s[16k, 16k + 16) − m), 0 past n, with m, l and acc
@@ -157,7 +159,8 @@ inline void softmax_block(QueryState& q, const float* s, std::size_t n, float* a
 
 template <KvDtype D>
 float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_scale, float* acc,
-                   std::size_t lanes, std::int32_t* packed) {
+                   std::size_t lanes, std::int32_t* packed, std::int32_t* packed_lo, bool& two) {
+  two = false;
   __m512 x[4];
   softmax_block(q, s, n, acc, lanes, x);
   auto* halves = reinterpret_cast<__m256i*>(packed);
@@ -167,10 +170,19 @@ float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_
         _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3])));
     if (w_max == 0.0f) return 0.0f;
     const __m512 inv = _mm512_set1_ps(255.0f / w_max);
-    auto* bytes = reinterpret_cast<__m128i*>(packed);
+    DigitError digit_error;
     for (int k = 0; k < 4; ++k) {
-      const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(x[k], inv));
-      _mm_store_si128(bytes + k, _mm512_cvtusepi32_epi8(w));
+      x[k] = _mm512_mul_ps(x[k], inv);
+      digit_error.add(x[k]);
+    }
+    // One query's rows lie across the lanes: their sums decide.
+    two = _mm512_reduce_add_ps(digit_error.excess) > 0.0f;
+    auto* hi = reinterpret_cast<__m128i*>(packed);
+    auto* lo = reinterpret_cast<__m128i*>(packed_lo);
+    for (int k = 0; k < 4; ++k) {
+      const WeightDigits w = weight_digits(x[k], two);
+      _mm_store_si128(hi + k, _mm512_cvtusepi32_epi8(w.hi));
+      if (two) _mm_store_si128(lo + k, _mm512_cvtusepi32_epi8(w.lo));
     }
     return w_max / 255.0f;
   } else {
@@ -255,20 +267,21 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
   DotUnitKeys(std::size_t head_dim, std::size_t max_queries)
       : geo_(head_dim),
         lanes_(geo_.acc_vectors * 16),
+        max_queries_(max_queries),
         kt_(geo_.segments * 16 * kDotBlock),
         vt_(kRowGroups * lanes_),
         q_groups_(max_queries * geo_.segments * 16),
-        weights_(max_queries * kRowGroups),
+        weights_(2 * max_queries * kRowGroups),  // int8: high digits, then low
         acc_(max_queries * lanes_),
         s_(max_queries * kDotBlock),
-        floats_(2 * kDotBlock + max_queries),
+        floats_(2 * kDotBlock + 2 * max_queries),
         queries_(max_queries),
         live_q_(max_queries),
         live_(max_queries),
         n_(max_queries),
         s_rows_(max_queries),
-        acc_rows_(max_queries),
-        w_rows_(max_queries) {}
+        acc_rows_(2 * max_queries),
+        w_rows_(2 * max_queries) {}
 
  private:
   friend class SlotKeyRunner<DotUnitKeys<A, D>>;
@@ -394,28 +407,45 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
         read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
       }
 
+      // int8 weights of two digits (weight_digits): the low ones in a second pass, for the
+      // queries that have them (n_lo), × scale / 255.
+      const std::int32_t** w_lo_rows = w_rows_.get() + max_queries_;
+      float* w_scale_lo = w_scale + max_queries_;
+      float** acc_lo_rows = acc_rows_.get() + max_queries_;
+      std::size_t n_lo = 0;
       for (std::size_t li = 0; li < n_live; ++li) {
         std::int32_t* wi = weights_.get() + li * kRowGroups;
+        std::int32_t* wi_lo = wi + max_queries_ * kRowGroups;
+        bool two = false;
         w_scale[li] = softmax_pack<D>(st[live_.get()[li]], s_rows_.get()[li], n_.get()[li], v_scale,
-                                      acc_rows_.get()[li], lanes_, wi);
+                                      acc_rows_.get()[li], lanes_, wi, wi_lo, two);
         w_rows_.get()[li] = wi;
+        if (two) {
+          w_lo_rows[n_lo] = wi_lo;
+          w_scale_lo[n_lo] = w_scale[li] / 255.0f;
+          acc_lo_rows[n_lo++] = acc_rows_.get()[li];
+        }
       }
       const std::size_t n_groups =
           (n_max + DotGeometry<D>::kValueRows - 1) / DotGeometry<D>::kValueRows;
-      std::size_t li = 0;
-      for (; li + 2 <= n_live; li += 2) {
-        dot_pv_all<D, 2>(w_rows_.get() + li, w_scale + li, acc_rows_.get() + li, vt_.get(),
-                         geo_.acc_vectors, n_groups);
-      }
-      if (li < n_live) {
-        dot_pv_all<D, 1>(w_rows_.get() + li, w_scale + li, acc_rows_.get() + li, vt_.get(),
-                         geo_.acc_vectors, n_groups);
-      }
+      const auto pv = [&](const std::int32_t* const* w, const float* scale, float* const* acc,
+                          std::size_t count) {
+        std::size_t li = 0;
+        for (; li + 2 <= count; li += 2) {
+          dot_pv_all<D, 2>(w + li, scale + li, acc + li, vt_.get(), geo_.acc_vectors, n_groups);
+        }
+        if (li < count) {
+          dot_pv_all<D, 1>(w + li, scale + li, acc + li, vt_.get(), geo_.acc_vectors, n_groups);
+        }
+      };
+      pv(w_rows_.get(), w_scale, acc_rows_.get(), n_live);
+      pv(w_lo_rows, w_scale_lo, acc_lo_rows, n_lo);
     }
   }
 
   DotGeometry<D> geo_;
   std::size_t lanes_;  // accumulator lanes per query (head_dim padded to whole segments)
+  std::size_t max_queries_;
   Scratch<A, std::int32_t> kt_, vt_, q_groups_, weights_;
   Scratch<A> acc_, s_, floats_;
   Scratch<A, DotQuery> queries_;

@@ -290,6 +290,42 @@ TEST_P(DotUnitAttention, LateLargeScoresKeepTheSoftmaxFinite) {
   check_late_large_scores(unit, group, dtype_of(unit));
 }
 
+// An attention sink: key 0 scaled up (×4 to ×16), so that for some heads it takes most of a
+// block's weight and the other keys share the rest, each under half a step of the u8 weights
+// (1/255 of the block's largest). Rounded one by one those all became 0 and their mass was
+// lost: 1.0-3.5x the bound below on VNNI (decode at 300 and 2,000 tokens, a prefill tile).
+TEST_P(DotUnitAttention, AttentionSinkKeepsTheSmallWeightsMass) {
+  const auto [unit, group] = GetParam();
+  if (!cpu_has(unit)) GTEST_SKIP() << "CPU lacks " << feature_of(unit) << " (or AVX-512)";
+  if (unit == ComputeUnit::amx_int8) {
+    GTEST_SKIP() << "amx_int8 still rounds its weights to one u8 digit each (unchanged: no AMX "
+                    "CPU in the session that gave VNNI two digits)";
+  }
+  const KvDtype dtype = dtype_of(unit);
+  const std::size_t n_kv = group == 32 ? 1 : 2, d = 128;
+  for (const Case& c : {Case{d, 299, 1}, Case{d, 1999, 1}, Case{d, 260, 40}}) {
+    for (float boost : {4.0f, 8.0f, 16.0f}) {
+      SCOPED_TRACE("first_pos " + std::to_string(c.first_pos) + ", n_queries " +
+                   std::to_string(c.n_queries) + ", key 0 × " + std::to_string(boost));
+      RandomProblem rp(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 7);
+      RandomProblem rounded_q(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 7);
+      round_query_as_unit(unit, dtype, rounded_q.q, d);
+      for (std::size_t i = 0; i < n_kv * d; ++i) rp.k[i] *= boost;
+      const std::size_t tokens = c.first_pos + c.n_queries;
+      for (RandomProblem* p : {&rp, &rounded_q}) {
+        p->k = rp.k;
+        p->cache = KvCache(n_kv, d, tokens, dtype);
+        p->cache.append(p->k.data(), p->v.data(), tokens);
+      }
+      std::vector<float> fast(rp.out_size()), same_q(rp.out_size());
+      simd::attend_dot_unit(rp.problem(fast.data()), unit, 2);
+      attend_ref(rounded_q.problem(same_q.data()), 2);
+      EXPECT_LE(max_abs_diff(fast, same_q),
+                weight_step(unit, dtype) * rp.max_abs_v() + 1e-6 * max_abs(same_q));
+    }
+  }
+}
+
 // int4 caches on VNNI (dot_int4.hpp), 1, 2 and 4 queries per kv head, held to the same
 // checks: the weights are u8 against each block's largest as for int8 (one per row and group
 // here: p_t · scale_tg), and (nibble − 8) is the stored value as the reference reads it, so
