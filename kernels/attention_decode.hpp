@@ -284,8 +284,10 @@ inline constexpr std::size_t kMinChunkKeys = 512;
 // new binaries alternated 6 times, the lanes kernel's shorter ranges included): f32 0.65x the
 // time at 200 tokens (2 items), 0.71x at 400, 0.76x at 1,500 (4 items); bf16 0.64x, 0.75x,
 // 0.79x; int8 0.63x, 0.80x, 0.85x.
+// Runners that need longer items (the AMX runners' 1,024) keep their minimum: unmeasured there.
 template <class Runner>
-inline constexpr std::size_t kShortChunkKeys = 256;
+inline constexpr std::size_t kShortChunkKeys =
+    kMinChunkKeys<Runner> <= 512 ? 256 : kMinChunkKeys<Runner>;
 
 // Runners whose run() costs nothing beyond its keys (no query packing or state copies per
 // call) can be called a page at a time: decode_with then reads a paged cache page by page.

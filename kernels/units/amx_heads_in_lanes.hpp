@@ -469,15 +469,5 @@ inline constexpr std::size_t kMinChunkKeys<KeyRunner<A, KvDtype::bf16, ComputeUn
 template <class A>
 inline constexpr std::size_t kMinChunkKeys<KeyRunner<A, KvDtype::f16, ComputeUnit::amx_bf16>> =
     1024;
-// Not shortened for short contexts: unmeasured on an AMX CPU.
-template <class A>
-inline constexpr std::size_t kShortChunkKeys<KeyRunner<A, KvDtype::int8, ComputeUnit::amx_int8>> =
-    1024;
-template <class A>
-inline constexpr std::size_t kShortChunkKeys<KeyRunner<A, KvDtype::bf16, ComputeUnit::amx_bf16>> =
-    1024;
-template <class A>
-inline constexpr std::size_t kShortChunkKeys<KeyRunner<A, KvDtype::f16, ComputeUnit::amx_bf16>> =
-    1024;
 
 }  // namespace kvscope::simd

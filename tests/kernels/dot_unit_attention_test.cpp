@@ -256,6 +256,33 @@ TEST_P(DotUnitAttention, PagedLayoutReadsThroughThePageTable) {
   check_paged(unit, group, dtype_of(unit));
 }
 
+// The unit's output and the reference's with the query rounded as the unit rounds it, over a
+// problem of `group` query heads per kv head whose keys `edit` changes before both caches take
+// them; max_v: the largest stored value.
+struct UnitAndReference {
+  std::vector<float> fast, same_q;
+  float max_v;
+};
+template <class Edit>
+UnitAndReference run_with_keys(ComputeUnit unit, KvDtype dtype, std::size_t group, std::size_t n_kv,
+                               const Case& c, unsigned seed, Edit&& edit) {
+  RandomProblem rp(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed);
+  RandomProblem rounded_q(n_kv * group, n_kv, c.head_dim, c.first_pos, c.n_queries, dtype, seed);
+  round_query_as_unit(unit, dtype, rounded_q.q, c.head_dim);
+  edit(rp.k);
+  const std::size_t tokens = c.first_pos + c.n_queries;
+  for (RandomProblem* p : {&rp, &rounded_q}) {
+    p->k = rp.k;
+    p->cache = KvCache(n_kv, c.head_dim, tokens, dtype);
+    p->cache.append(p->k.data(), p->v.data(), tokens);
+  }
+  UnitAndReference out{std::vector<float>(rp.out_size()), std::vector<float>(rp.out_size()),
+                       rp.max_abs_v()};
+  simd::attend_dot_unit(rp.problem(out.fast.data()), unit, 2);
+  attend_ref(rounded_q.problem(out.same_q.data()), 2);
+  return out;
+}
+
 // Keys after the first blocks that score ~170 above everything before them (rows × 100):
 // a kernel that takes weights against a running maximum must move it before e^(s − m)
 // overflows (planted: the AMX kernels' one-pass softmax never redone gives NaN). Decode, and
@@ -265,22 +292,13 @@ void check_late_large_scores(ComputeUnit unit, std::size_t group, KvDtype dtype)
   for (const Case& c : {Case{d, 299, 1}, Case{d, 180, 40}}) {
     SCOPED_TRACE("first_pos " + std::to_string(c.first_pos) + ", n_queries " +
                  std::to_string(c.n_queries));
-    RandomProblem rp(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 500);
-    RandomProblem rounded_q(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 500);
-    round_query_as_unit(unit, dtype, rounded_q.q, d);
-    const std::size_t tokens = c.first_pos + c.n_queries;
-    for (std::size_t i = 200 * n_kv * d; i < tokens * n_kv * d; ++i) rp.k[i] *= 100.0f;
-    for (RandomProblem* p : {&rp, &rounded_q}) {
-      p->k = rp.k;
-      p->cache = KvCache(n_kv, d, tokens, dtype);
-      p->cache.append(p->k.data(), p->v.data(), tokens);
-    }
-    std::vector<float> fast(rp.out_size()), same_q(rp.out_size());
-    simd::attend_dot_unit(rp.problem(fast.data()), unit, 2);
-    attend_ref(rounded_q.problem(same_q.data()), 2);
+    const UnitAndReference run =
+        run_with_keys(unit, dtype, group, n_kv, c, 500, [&](std::vector<float>& k) {
+          for (std::size_t i = 200 * n_kv * d; i < k.size(); ++i) k[i] *= 100.0f;
+        });
     // Split f16's weights move by ~2^-16 of the scores, here up to ~200 (measured 3e-4).
     const double step = split_f16(dtype) ? 0x1p-16 * 200 : weight_step(unit, dtype);
-    EXPECT_LE(max_abs_diff(fast, same_q), step * rp.max_abs_v() + 1e-6 * max_abs(same_q));
+    EXPECT_LE(max_abs_diff(run.fast, run.same_q), step * run.max_v + 1e-6 * max_abs(run.same_q));
   }
 }
 
@@ -307,21 +325,12 @@ TEST_P(DotUnitAttention, AttentionSinkKeepsTheSmallWeightsMass) {
     for (float boost : {4.0f, 8.0f, 16.0f}) {
       SCOPED_TRACE("first_pos " + std::to_string(c.first_pos) + ", n_queries " +
                    std::to_string(c.n_queries) + ", key 0 × " + std::to_string(boost));
-      RandomProblem rp(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 7);
-      RandomProblem rounded_q(n_kv * group, n_kv, d, c.first_pos, c.n_queries, dtype, 7);
-      round_query_as_unit(unit, dtype, rounded_q.q, d);
-      for (std::size_t i = 0; i < n_kv * d; ++i) rp.k[i] *= boost;
-      const std::size_t tokens = c.first_pos + c.n_queries;
-      for (RandomProblem* p : {&rp, &rounded_q}) {
-        p->k = rp.k;
-        p->cache = KvCache(n_kv, d, tokens, dtype);
-        p->cache.append(p->k.data(), p->v.data(), tokens);
-      }
-      std::vector<float> fast(rp.out_size()), same_q(rp.out_size());
-      simd::attend_dot_unit(rp.problem(fast.data()), unit, 2);
-      attend_ref(rounded_q.problem(same_q.data()), 2);
-      EXPECT_LE(max_abs_diff(fast, same_q),
-                weight_step(unit, dtype) * rp.max_abs_v() + 1e-6 * max_abs(same_q));
+      const UnitAndReference run =
+          run_with_keys(unit, dtype, group, n_kv, c, 7, [&](std::vector<float>& k) {
+            for (std::size_t i = 0; i < n_kv * d; ++i) k[i] *= boost;
+          });
+      EXPECT_LE(max_abs_diff(run.fast, run.same_q),
+                weight_step(unit, dtype) * run.max_v + 1e-6 * max_abs(run.same_q));
     }
   }
 }
