@@ -242,7 +242,7 @@ struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
       D == KvDtype::f32 || D == KvDtype::f16 || D == KvDtype::bf16 || D == KvDtype::int8;
   KeyRunner(std::size_t head_dim, std::size_t max_queries) {
     if constexpr (kLanes) {
-      if (HeadsInLanes<A>::suits(max_queries, HeadsInLanes<A>::kMinKeysAllSee, true)) {
+      if (HeadsInLanes<A>::suits(max_queries, kKeyBlock, true)) {
         lanes.emplace(head_dim, max_queries);
       }
     }

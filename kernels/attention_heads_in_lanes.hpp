@@ -80,6 +80,18 @@ inline std::size_t lane_visible_rows(const QueryState* st, std::size_t lanes, st
   return rows;
 }
 
+// Whether queries in lanes pay over a key range: from a vector's worth of queries (width),
+// over ranges long enough to repay the transposes: 256 keys, or one block where every query
+// sees the whole range (decode). There shorter ranges took the tile kernel, measured slower
+// from 64 keys on: MQA decode at 100 tokens took 0.88x the time with 64 as with 256 (f32),
+// 0.73x (bf16), 0.66x (int8; 2 threads, Zen 4). Prefill tiles keep 256: no faster with 64
+// (2,000 tokens), and on a tile whose rows straddle a jump in the scores the int8 lanes kernel
+// then missed the tests' error bound, 2.1x, by weights rounded to 0 in its blocks of 256
+// (since given two digits where needed: weight_digits; not retried).
+inline bool lanes_suit(std::size_t count, std::size_t width, std::size_t keys, bool all_see) {
+  return count >= width && keys >= (all_see ? 64 : 256);
+}
+
 template <class A>
 class HeadsInLanes {
   using B = fbatch<A>;
@@ -92,16 +104,8 @@ class HeadsInLanes {
  public:
   static constexpr std::size_t kBlock = 64;  // keys per online-softmax block
 
-  // Worth it from W queries on, over ranges long enough to repay the transposes: 256 keys, or
-  // one block where every query sees the whole range (decode). There shorter ranges took the
-  // tile kernel, measured slower from 64 keys on: MQA decode at 100 tokens took 0.88x the
-  // time with 64 as with 256 (f32), 0.73x (bf16), 0.66x (int8; 2 threads, Zen 4). Prefill tiles
-  // keep 256: no faster with 64 (2,000 tokens), and on a tile whose rows straddle a jump in the
-  // scores the int8 lanes kernel then missed the tests' error bound, 2.1x, by weights rounded
-  // to 0 in its blocks of 256 (since given two digits where needed: weight_digits; not retried).
-  static constexpr std::size_t kMinKeys = 256, kMinKeysAllSee = 64;
   static bool suits(std::size_t count, std::size_t keys, bool all_see) {
-    return count >= W && keys >= (all_see ? kMinKeysAllSee : kMinKeys);
+    return lanes_suit(count, W, keys, all_see);
   }
 
   // max_queries: the most query states one run() takes (each pass of kLanes keeps its qᵀ, oᵀ,

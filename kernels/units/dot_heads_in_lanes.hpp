@@ -57,10 +57,8 @@ class DotHeadsInLanes {
   static constexpr std::size_t kDHead128RowBytes = 128 * kv_element_bytes(D);
 
  public:
-  // As HeadsInLanes::suits.
-  static constexpr std::size_t kMinKeys = 256, kMinKeysAllSee = 64;
   static bool suits(std::size_t count, std::size_t keys, bool all_see) {
-    return count >= W && keys >= (all_see ? kMinKeysAllSee : kMinKeys);
+    return lanes_suit(count, W, keys, all_see);
   }
 
   explicit DotHeadsInLanes(std::size_t head_dim)
@@ -466,7 +464,7 @@ template <class A, KvDtype D>
 struct DotUnitRunner : DotUnitKeys<A, D> {
   DotUnitRunner(std::size_t head_dim, std::size_t max_queries)
       : DotUnitKeys<A, D>(head_dim, max_queries) {
-    if (DotHeadsInLanes<A, D>::suits(max_queries, DotHeadsInLanes<A, D>::kMinKeysAllSee, true)) {
+    if (DotHeadsInLanes<A, D>::suits(max_queries, kKeyBlock, true)) {
       lanes.emplace(head_dim);
     }
   }
