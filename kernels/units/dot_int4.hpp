@@ -14,10 +14,11 @@
 //     permute and vcvtph2ps) into f32 per key; 16 keys summed at once (reduce16) and × sq.
 //   softmax: f32, online (softmax_block).
 //   P·V: w_tg = p_t · scale_tg, quantized to u8 against the block's largest (the int8 VNNI
-//     kernels' weights, one per row and group here); 4 rows' nibbles interleaved per 32-bit
-//     lane feed one vpdpbusd per accumulator vector with their 4 weights of that lane's group;
-//     − 8 Σ_t w_tg comes from one more vpdpbusd with bytes of 1. Each block's int32 sums join
-//     the f32 accumulators once, × w_max / 255.
+//     kernels' weights, one per row and group here, in two digits under an attention sink);
+//     4 rows' nibbles interleaved per 32-bit lane feed one vpdpbusd per accumulator vector
+//     with their 4 weights of that lane's group; − 8 Σ_t w_tg comes from one more vpdpbusd
+//     with bytes of 1. Each block's int32 sums join the f32 accumulators once, × w_max / 255
+//     (the low digits' × w_max / 255²).
 // Accumulators are kept in the interleaved order (Int4DotGeometry::natural) during a run.
 // The runner: dot_int4_keys.hpp; a block unpacked once for several queries: dot_int4_block.hpp.
 #include <immintrin.h>
@@ -232,15 +233,32 @@ inline __m512 int4_row_group_scales(const std::byte* rows, std::size_t live,
   return _mm512_cvtph_ps(_mm512_castsi512_si256(words));
 }
 
+// One query's P·V weights over a block as vpdpbusd's operand (int4_weights): hi[s · 16 + rg],
+// lane 4L + i holding row 4rg + i's u8 weight for group 4s + L, so dword L gathers the 4 rows'
+// weights; lo: the low digits in the same order where the block takes two (weight_digits),
+// else null. The output's sums × scale (w_max / 255; 0 when every weight is 0).
+struct Int4Weights {
+  const __m512i* hi = nullptr;
+  const __m512i* lo = nullptr;
+  float scale = 0.0f;
+};
+
+// The u8 values of 16 int32 lanes (byte 4L + i) broadcast to every 128-bit lane's dword L.
+inline __m512i int4_weight_bytes(__m512i w8) {
+  const __m512i per_lane = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  return _mm512_permutexvar_epi32(per_lane, _mm512_castsi128_si512(_mm512_cvtusepi32_epi8(w8)));
+}
+
 // The P·V weights of one query over rows t < n: w_tg = p_t · scale_tg (p: 64 floats, 0 from n
 // on; scales_of(rg, s): the scales of rows 4rg … 4rg + 3 in segment s, as
-// int4_row_group_scales lays them out), quantized to u8 against their largest and laid out as
-// vpdpbusd's operand: wv[s · 16 + rg], lane 4L + i holding row i's weight for group L, so
-// dword L gathers the 4 rows' weights. wf: segments · 16 vectors of scratch. Returns
-// w_max / 255 (0 when every weight is 0).
+// int4_row_group_scales lays them out), y = w · 255 / w_max, in one u8 digit, or two where a
+// lane's rounding would move the output by more than kOneDigitError of max|v| (DigitError, per
+// lane: each group's sum over its rows is bounded where each lane's is; the attention sink of
+// the int8 kernels, here per group). wf: segments · 16 vectors of scratch; wv: 2 · segments ·
+// 16, the digits.
 template <class ScalesOf>
-float int4_weights(const float* p, std::size_t n, std::size_t segments, ScalesOf&& scales_of,
-                   __m512* wf, __m512i* wv) {
+Int4Weights int4_weights(const float* p, std::size_t n, std::size_t segments, ScalesOf&& scales_of,
+                         __m512* wf, __m512i* wv) {
   const std::size_t row_groups = (n + 3) / 4;
   __m512 vmax = _mm512_setzero_ps();
   for (std::size_t s = 0; s < segments; ++s) {
@@ -252,23 +270,32 @@ float int4_weights(const float* p, std::size_t n, std::size_t segments, ScalesOf
     }
   }
   const float w_max = _mm512_reduce_max_ps(vmax);
-  if (w_max == 0.0f) return 0.0f;
+  if (w_max == 0.0f) return {};
   const __m512 inv = _mm512_set1_ps(255.0f / w_max);
-  const __m512i per_lane = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  DigitError digit_error;
   for (std::size_t s = 0; s < segments; ++s) {
     for (std::size_t rg = 0; rg < row_groups; ++rg) {
-      const __m512i w8 = _mm512_cvtps_epi32(_mm512_mul_ps(wf[s * 16 + rg], inv));
-      const __m128i bytes = _mm512_cvtusepi32_epi8(w8);  // byte 4L + i
-      wv[s * 16 + rg] = _mm512_permutexvar_epi32(per_lane, _mm512_castsi128_si512(bytes));
+      const __m512 y = _mm512_mul_ps(wf[s * 16 + rg], inv);
+      digit_error.add(y);
+      wv[s * 16 + rg] = int4_weight_bytes(_mm512_cvtps_epi32(y));
     }
   }
-  return w_max / 255.0f;
+  if (digit_error.two_digits() == 0) return {wv, nullptr, w_max / 255.0f};
+  __m512i* lo = wv + segments * 16;
+  for (std::size_t s = 0; s < segments; ++s) {
+    for (std::size_t rg = 0; rg < row_groups; ++rg) {
+      const WeightDigits w = weight_digits(_mm512_mul_ps(wf[s * 16 + rg], inv), true);
+      wv[s * 16 + rg] = int4_weight_bytes(w.hi);
+      lo[s * 16 + rg] = int4_weight_bytes(w.lo);
+    }
+  }
+  return {wv, lo, w_max / 255.0f};
 }
 
 // int4_weights with the scales read from value rows t < n (v.row(t); a row group's 4 rows lie
 // in one chunk).
-inline float int4_dot_weights(const float* p, const BlockRows& v, std::size_t n,
-                              const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
+inline Int4Weights int4_dot_weights(const float* p, const BlockRows& v, std::size_t n,
+                                    const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
   return int4_weights(
       p, n, geo.segments,
       [&](std::size_t rg, std::size_t s) {
@@ -300,18 +327,45 @@ inline void add_int4_sums(const __m512i sum[8], __m512i w_sum, float w_scale, fl
   }
 }
 
-// acc[positions] (interleaved order) += w_scale · Σ_{t<n} w8_tg (nibble_tj − 8), the weights
-// from int4_dot_weights. pf takes a line per row segment.
-template <class Prefetch>
-void int4_dot_pv(const __m512i* wv, float w_scale, const BlockRows& v, std::size_t n,
-                 const Int4DotGeometry& geo, float* acc, Prefetch& pf) {
+// The block's int32 sums of one segment and one digit of the weights: sum[k] of the
+// interleaved rows' low (k < 4) and high nibbles, w_sum of the weights (for the − 8).
+struct Int4Sums {
+  __m512i sum[8];
+  __m512i w_sum;
+  Int4Sums() {
+    for (__m512i& x : sum) x = _mm512_setzero_si512();
+    w_sum = _mm512_setzero_si512();
+  }
+  // + w × the 4 interleaved vectors x of one row group (nibbles still packed).
+  [[gnu::always_inline]] void add_packed(__m512i w, const __m512i x[4]) {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      sum[k] = dot_u8s8(sum[k], w, _mm512_and_si512(x[k], low));
+      sum[4 + k] = dot_u8s8(sum[4 + k], w, _mm512_and_si512(_mm512_srli_epi16(x[k], 4), low));
+    }
+    w_sum = dot_u8s8(w_sum, w, _mm512_set1_epi8(1));
+  }
+  // + w × the 8 split vectors x of one row group (Int4Block's v_nibbles).
+  [[gnu::always_inline]] void add_split(__m512i w, const __m512i* x) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) sum[k] = dot_u8s8(sum[k], w, x[k]);
+    w_sum = dot_u8s8(w_sum, w, _mm512_set1_epi8(1));
+  }
+  // acc[0, 128) (one segment, interleaved order) += w_scale · (sum[k] − 8 · w_sum).
+  void add_to(float w_scale, float* acc) const { add_int4_sums(sum, w_sum, w_scale, acc); }
+};
+
+// acc[positions] (interleaved order) += Σ_{t<n} w_tg (nibble_tj − 8), the weights from
+// int4_dot_weights (a second pass for the low digits where it gave them). pf takes a line per
+// row segment.
+template <bool TwoDigits, class Prefetch>
+void int4_dot_pv_digits(const Int4Weights& w, const BlockRows& v, std::size_t n,
+                        const Int4DotGeometry& geo, float* acc, Prefetch& pf) {
   const std::size_t row_groups = (n + 3) / 4;
-  const __m512i low = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
   for (std::size_t s = 0; s < geo.segments; ++s) {
     const bool full = 4 * s + 4 <= geo.groups;
-    __m512i sum[8];
-    for (int k = 0; k < 8; ++k) sum[k] = _mm512_setzero_si512();
-    __m512i w_sum = _mm512_setzero_si512();
+    Int4Sums hi, lo;
     for (std::size_t rg = 0; rg < row_groups; ++rg) {
       __m512i nib[4], x[4];
       const std::byte* rows = v.row(4 * rg);  // the group's 4 rows lie in one chunk
@@ -329,16 +383,21 @@ void int4_dot_pv(const __m512i* wv, float w_scale, const BlockRows& v, std::size
       }
       // Interleaved as bytes, then split: the low and the high nibbles come out interleaved
       // alike, for half the shuffles.
-      const __m512i w = wv[s * 16 + rg];
       interleave4_epi8(nib, x);
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        sum[k] = dot_u8s8(sum[k], w, _mm512_and_si512(x[k], low));
-        sum[4 + k] = dot_u8s8(sum[4 + k], w, _mm512_and_si512(_mm512_srli_epi16(x[k], 4), low));
-      }
-      w_sum = dot_u8s8(w_sum, w, ones);
+      hi.add_packed(w.hi[s * 16 + rg], x);
+      if constexpr (TwoDigits) lo.add_packed(w.lo[s * 16 + rg], x);
     }
-    add_int4_sums(sum, w_sum, w_scale, acc + s * 128);
+    hi.add_to(w.scale, acc + s * 128);
+    if constexpr (TwoDigits) lo.add_to(w.scale / 255.0f, acc + s * 128);
+  }
+}
+template <class Prefetch>
+void int4_dot_pv(const Int4Weights& w, const BlockRows& v, std::size_t n,
+                 const Int4DotGeometry& geo, float* acc, Prefetch& pf) {
+  if (w.lo) {
+    int4_dot_pv_digits<true>(w, v, n, geo, acc, pf);
+  } else {
+    int4_dot_pv_digits<false>(w, v, n, geo, acc, pf);
   }
 }
 

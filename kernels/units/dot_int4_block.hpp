@@ -107,31 +107,36 @@ inline void int4_block_scores(const Int4Query& q, const Int4Block& blk, std::siz
 }
 
 // int4_weights with the block's unpacked scales, over its first n rows.
-inline float int4_block_weights(const float* p, const Int4Block& blk, std::size_t n,
-                                const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
+inline Int4Weights int4_block_weights(const float* p, const Int4Block& blk, std::size_t n,
+                                      const Int4DotGeometry& geo, __m512* wf, __m512i* wv) {
   const std::size_t S = geo.segments;
   return int4_weights(
       p, n, S, [&](std::size_t rg, std::size_t s) { return blk.v_scales[rg * S + s]; }, wf, wv);
 }
 
-// acc += w_scale · Σ_t w8_tg (nibble_tj − 8) over the block's first n rows: int4_dot_pv on the
+// acc += Σ_t w_tg (nibble_tj − 8) over the block's first n rows: int4_dot_pv on the
 // interleaved rows (rows from n on carry weight 0).
-inline void int4_block_pv(const __m512i* wv, float w_scale, const Int4Block& blk, std::size_t n,
+template <bool TwoDigits>
+void int4_block_pv_digits(const Int4Weights& w, const Int4Block& blk, std::size_t n,
                           const Int4DotGeometry& geo, float* acc) {
   const std::size_t row_groups = (n + 3) / 4, S = geo.segments;
-  const __m512i ones = _mm512_set1_epi8(1);
   for (std::size_t s = 0; s < S; ++s) {
-    __m512i sum[8];
-    for (int k = 0; k < 8; ++k) sum[k] = _mm512_setzero_si512();
-    __m512i w_sum = _mm512_setzero_si512();
+    Int4Sums hi, lo;
     for (std::size_t rg = 0; rg < row_groups; ++rg) {
-      const __m512i w = wv[s * 16 + rg];
       const __m512i* x = blk.v_nibbles + (rg * S + s) * 8;
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) sum[k] = dot_u8s8(sum[k], w, x[k]);
-      w_sum = dot_u8s8(w_sum, w, ones);
+      hi.add_split(w.hi[s * 16 + rg], x);
+      if constexpr (TwoDigits) lo.add_split(w.lo[s * 16 + rg], x);
     }
-    add_int4_sums(sum, w_sum, w_scale, acc + s * 128);
+    hi.add_to(w.scale, acc + s * 128);
+    if constexpr (TwoDigits) lo.add_to(w.scale / 255.0f, acc + s * 128);
+  }
+}
+inline void int4_block_pv(const Int4Weights& w, const Int4Block& blk, std::size_t n,
+                          const Int4DotGeometry& geo, float* acc) {
+  if (w.lo) {
+    int4_block_pv_digits<true>(w, blk, n, geo, acc);
+  } else {
+    int4_block_pv_digits<false>(w, blk, n, geo, acc);
   }
 }
 

@@ -24,8 +24,8 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
   Int4DotKeys(std::size_t head_dim, std::size_t max_queries)
       : max_queries_(max_queries),
         geo_(head_dim),
-        vectors_(16 *
-                 (max_queries * 3 * geo_.segments + geo_.segments * 16 + Int4Block::vectors(geo_))),
+        vectors_(16 * (max_queries * 3 * geo_.segments + 2 * geo_.segments * 16 +
+                       Int4Block::vectors(geo_))),
         floats_(max_queries * geo_.positions + 2 * kDotBlock + geo_.segments * 16 * 16),
         queries_(max_queries),
         natural_(geo_.positions) {
@@ -97,7 +97,7 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
   void block(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb, QueryState* st,
              std::size_t count, std::size_t first, KeyPrefetch& k_ahead, ValuePrefetch& v_ahead) {
     __m512i* wv = packed() + max_queries_ * 3 * geo_.segments;
-    Int4Block blk(wv + geo_.segments * 16, geo_);
+    Int4Block blk(wv + 2 * geo_.segments * 16, geo_);  // after both digits
     float* s = acc_of(max_queries_);
     float* p = s + kDotBlock;
     auto* wf = reinterpret_cast<__m512*>(p + kDotBlock);
@@ -127,11 +127,11 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
       softmax_block(st[i], s, n, a, geo_.positions, x);
       for (int j = 0; j < 4; ++j) _mm512_store_ps(p + 16 * j, x[j]);
       if (shared) {
-        const float w_scale = int4_block_weights(p, blk, n, geo_, wf, wv);
-        if (w_scale > 0.0f) int4_block_pv(wv, w_scale, blk, n, geo_, a);
+        const Int4Weights w = int4_block_weights(p, blk, n, geo_, wf, wv);
+        if (w.scale > 0.0f) int4_block_pv(w, blk, n, geo_, a);
       } else {
-        const float w_scale = int4_dot_weights(p, v, n, geo_, wf, wv);
-        if (w_scale > 0.0f) int4_dot_pv(wv, w_scale, v, n, geo_, a, v_ahead);
+        const Int4Weights w = int4_dot_weights(p, v, n, geo_, wf, wv);
+        if (w.scale > 0.0f) int4_dot_pv(w, v, n, geo_, a, v_ahead);
       }
     }
     k_ahead.rest();
