@@ -16,6 +16,7 @@
 
 #include "kernels/kv_view.hpp"
 #include "kernels/prefetch_policy.hpp"
+#include "kernels/scratch_pool.hpp"
 #include "kernels/simd_rows.hpp"
 #include "kernels/softmax_exp.hpp"
 
@@ -808,30 +809,28 @@ void block_scales(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t
   }
 }
 
-// 64-byte aligned scratch of `count` T, freed on scope exit; O(tile) per thread. Templated on
-// the architecture so that no instance is shared between ISA-flagged units (no std::vector
-// here for the same reason).
+// 64-byte aligned scratch of `count` T, given back on scope exit to the thread's pool
+// (scratch_pool.hpp), which the next call's scratch of the same size takes again; O(tile) per
+// thread. Templated on the architecture so that no instance is shared between ISA-flagged
+// units (no std::vector here for the same reason).
 template <class A, class T = float>
 class Scratch {
  public:
   explicit Scratch(std::size_t count) : data_(allocate(count)), count_(count) {}
-  ~Scratch() { std::free(data_); }
+  ~Scratch() { give_back_scratch(data_, bytes(count_)); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   T* get() const { return data_; }
   // Room for at least `count` T; contents are lost when it moves.
   void reserve(std::size_t count) {
     if (count <= count_) return;
-    std::free(data_);
+    give_back_scratch(data_, bytes(count_));
     data_ = allocate(count), count_ = count;
   }
 
  private:
-  static T* allocate(std::size_t count) {
-    auto* p = static_cast<T*>(std::aligned_alloc(64, (count * sizeof(T) + 64) / 64 * 64));
-    if (p == nullptr) std::abort();  // inside an OpenMP region: cannot throw out
-    return p;
-  }
+  static std::size_t bytes(std::size_t count) { return (count * sizeof(T) + 64) / 64 * 64; }
+  static T* allocate(std::size_t count) { return static_cast<T*>(take_scratch(bytes(count))); }
   T* data_;
   std::size_t count_;
 };
