@@ -247,7 +247,8 @@ class DotHeadsInLanes {
   template <int QV, std::size_t R, std::size_t kRowBytes = 0>
   void scores(const std::uint8_t* k, std::size_t t0, const float* sq, const float* offset,
               const float* k_scale, float* s, const std::byte* k_next, std::size_t n_next,
-              ValueInterleaver<D>& values) const {
+              ValueInterleaver<D>& shared_values) const {
+    ValueInterleaver<D> values = shared_values;  // in registers for the loop (dot_tiles.hpp)
     constexpr std::size_t L = QV * W;
     const std::size_t row_bytes = kRowBytes ? kRowBytes : geo_.row_bytes;
     Acc acc[R][QV];
@@ -262,11 +263,12 @@ class DotHeadsInLanes {
     // group(r): row r's 32-bit group, broadcast straight from the cache by the load unit.
     // Copied to an array first, the compiler routed it through general registers into
     // vpbroadcastd (a move to the vector unit and a shuffle beside every 2 dots).
+    const std::int32_t* qt = qt_.get();  // a local: not reloaded after the interleave's stores
     const auto step = [&](std::size_t g, auto group) {
       pf.next();
       values.next();
       __m512i q[QV];
-      for (int v = 0; v < QV; ++v) q[v] = _mm512_load_si512(qt_.get() + g * L + v * W);
+      for (int v = 0; v < QV; ++v) q[v] = _mm512_load_si512(qt + g * L + v * W);
 #pragma GCC unroll 12
       for (std::size_t r = 0; r < R; ++r) {
         __m512i x = group(r);
@@ -291,6 +293,7 @@ class DotHeadsInLanes {
       step(whole, [&](std::size_t r) { return _mm512_set1_epi32(group[r]); });
     }
     pf.rest();
+    shared_values = values;
     for (std::size_t r = 0; r < R; ++r) {
       for (int v = 0; v < QV; ++v) {
         __m512 sc;

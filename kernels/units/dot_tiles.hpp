@@ -161,6 +161,10 @@ void interleave_values(const std::byte* v, std::size_t nb, std::size_t n_rows,
 // interleave_values a segment at a time, one per next() call, from inside the score loops,
 // whose dot instructions leave the load, store and shuffle work room to run beside them;
 // rest() does what is left (and all of it for rows that are not whole 64-byte segments).
+// Its state is pointers and counts held by value, so that a copy local to a loop lives in
+// registers: kept in the object (and geo read through its reference), every field was
+// reloaded after each vector store, which may alias anything (perf, MQA bf16 decode on Zen 5:
+// a reload behind the stores took 4% of the score loop's samples).
 template <KvDtype D>
 class ValueInterleaver {
   static constexpr std::size_t E = DotGeometry<D>::kValueRows;
@@ -168,38 +172,51 @@ class ValueInterleaver {
  public:
   ValueInterleaver(const std::byte* v, std::size_t nb, std::size_t n_rows,
                    const DotGeometry<D>& geo, std::int32_t* vt)
-      : v_(v),
+      : geo_(&geo),
+        v_(v),
+        vt_(vt),
         nb_(nb),
         n_rows_(n_rows),
-        geo_(geo),
-        vt_(vt),
-        groups_(geo.row_bytes % 64 == 0 ? (nb < n_rows ? nb : n_rows) / E : 0) {}
+        groups_(geo.row_bytes % 64 == 0 ? (nb < n_rows ? nb : n_rows) / E : 0),
+        left_(groups_),
+        row_bytes_(geo.row_bytes),
+        segments_(geo.segments),
+        from_(v),
+        to_(reinterpret_cast<__m512i*>(vt)),
+        from_skip_(E * geo.row_bytes - geo.segments * 64),
+        to_skip_(geo.acc_vectors - geo.segments * E) {}
 
-  void next() {
-    if (rg_ == groups_) return;
-    const std::byte* row = v_ + E * rg_ * geo_.row_bytes + seg_ * 64;
+  [[gnu::always_inline]] void next() {
+    if (left_ == 0) return;
     __m512i r[E];
-    for (std::size_t e = 0; e < E; ++e) r[e] = _mm512_loadu_si512(row + e * geo_.row_bytes);
-    interleave_segment<D>(r,
-                          reinterpret_cast<__m512i*>(vt_ + rg_ * geo_.acc_vectors * 16) + seg_ * E);
-    if (++seg_ == geo_.segments) seg_ = 0, ++rg_;
+    for (std::size_t e = 0; e < E; ++e) r[e] = _mm512_loadu_si512(from_ + e * row_bytes_);
+    interleave_segment<D>(r, to_);
+    from_ += 64, to_ += E;
+    if (++seg_ == segments_) {  // the next row group
+      seg_ = 0, --left_;
+      from_ += from_skip_, to_ += to_skip_;
+    }
   }
   void rest() {
-    while (rg_ < groups_) next();
+    while (left_ > 0) next();
     const std::size_t r0 = groups_ * E;
     if (r0 < n_rows_) {
-      interleave_values<D>(v_ + r0 * geo_.row_bytes, nb_ - r0, n_rows_ - r0, geo_,
-                           vt_ + groups_ * geo_.acc_vectors * 16, nullptr, 0);
+      interleave_values<D>(v_ + r0 * row_bytes_, nb_ - r0, n_rows_ - r0, *geo_,
+                           vt_ + groups_ * geo_->acc_vectors * 16, nullptr, 0);
     }
   }
 
  private:
+  const DotGeometry<D>* geo_;
   const std::byte* v_;
-  std::size_t nb_, n_rows_;
-  const DotGeometry<D>& geo_;
   std::int32_t* vt_;
+  std::size_t nb_, n_rows_;
   std::size_t groups_;  // whole row groups, taken a segment per next()
-  std::size_t rg_ = 0, seg_ = 0;
+  std::size_t left_;    // of them
+  std::size_t row_bytes_, segments_;
+  const std::byte* from_;  // the next segment of the current group's first row
+  __m512i* to_;            // where it goes
+  std::size_t from_skip_, to_skip_, seg_ = 0;
 };
 
 }  // namespace kvscope::simd
