@@ -22,7 +22,9 @@
 
 namespace kvscope::simd {
 
-class PageRunPrefetcher;
+template <int Locality>
+class PageRunPrefetcherAt;
+using PageRunPrefetcher = PageRunPrefetcherAt<2>;
 
 // Keys and values of one block: rows [0, n) of element type D, row r at k + r * stride.
 // The rows are either the cache itself (D = the cache dtype, stride = head_dim) or an f32
@@ -95,20 +97,23 @@ class LinePrefetcher {
 // against 26-28 GB/s; runs under 4 KiB were no better than one stream). On AMD front to back
 // measured faster (prefetch_policy.hpp). Kernels bound by arithmetic keep LinePrefetcher: this
 // one's next() costs a few more instructions (MQA f32 8-11% slower).
-class PageRunPrefetcher {
+// Locality: __builtin_prefetch's, 2 (prefetcht1: into L2) or 3 (prefetcht0: into L1 as well;
+// SharedBlockPrefetcher below).
+template <int Locality>
+class PageRunPrefetcherAt {
  public:
   static constexpr std::size_t kRunBytes = 4096;
   // In runs on this CPU, else front to back (prefetch_in_page_runs()).
   static inline const bool kInPageRuns = prefetch_in_page_runs();
 
-  PageRunPrefetcher(const void* from, std::size_t bytes, bool in_runs = kInPageRuns)
+  PageRunPrefetcherAt(const void* from, std::size_t bytes, bool in_runs = kInPageRuns)
       : base_(static_cast<const char*>(from)), lines_(from ? (bytes + 63) / 64 : 0) {
     const std::size_t runs = bytes / kRunBytes;
     spread_lines_ = from && runs >= 2 && in_runs ? runs * (kRunBytes / 64) : 0;
   }
   void next() {
     if (done_ >= lines_) return;
-    __builtin_prefetch(base_ + offset_, 0, 2);
+    __builtin_prefetch(base_ + offset_, 0, Locality);
     ++done_;
     if (done_ < spread_lines_) {
       offset_ += kRunBytes;  // the same line of the next run, or the next line of the first
@@ -133,6 +138,36 @@ class PageRunPrefetcher {
   std::size_t lines_, spread_lines_ = 0;
   std::size_t done_ = 0, offset_ = 0;
 };
+
+// The next block of rows that several queries read together (GQA's query tiles on fp32-fma,
+// rows widened once into f32 tiles, the dot units' tile kernel): run(prefetcher) with its
+// lines requested into L1 where prefetch_shared_blocks_to_l1(), else into L2. Two types, not a
+// flag read in next(): with the flag, next()'s extra load and branch cost MHA int8 decode 7%.
+using SharedBlockPrefetcher = PageRunPrefetcherAt<3>;
+template <class Run>
+void with_shared_block_prefetcher(const void* from, std::size_t bytes, Run&& run) {
+  static const bool to_l1 = prefetch_shared_blocks_to_l1();
+  if (to_l1) {
+    SharedBlockPrefetcher pf(from, bytes);
+    run(pf);
+  } else {
+    PageRunPrefetcher pf(from, bytes);
+    run(pf);
+  }
+}
+// The same for a block's keys and values: run(key prefetcher, value prefetcher).
+template <class Run>
+void with_shared_block_prefetchers(const void* k_from, std::size_t k_bytes, const void* v_from,
+                                   std::size_t v_bytes, Run&& run) {
+  static const bool to_l1 = prefetch_shared_blocks_to_l1();
+  if (to_l1) {
+    SharedBlockPrefetcher k(k_from, k_bytes), v(v_from, v_bytes);
+    run(k, v);
+  } else {
+    PageRunPrefetcher k(k_from, k_bytes), v(v_from, v_bytes);
+    run(k, v);
+  }
+}
 
 // 64-byte lines of a row of `bytes` (what a prefetcher requests per row consumed).
 constexpr std::size_t lines_per_row(std::size_t bytes) { return (bytes + 63) / 64; }
@@ -762,16 +797,20 @@ void widen_rows(const elem_t<D>* src, std::size_t d, std::size_t n, std::size_t 
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   const std::size_t full = d / W;
-  PageRunPrefetcher ahead(next, n_next * d * sizeof(elem_t<D>));
   const std::size_t row_lines = lines_per_row(d * sizeof(elem_t<D>));
-  for (std::size_t r = 0; r < n; ++r) {
-    const elem_t<D>* row = src + r * d;
-    float* out = tile + r * nv * W;
-    ahead.next(row_lines);
-    for (std::size_t c = 0; c < full; ++c) load_elems<D, A>(row + c * W).store_aligned(out + c * W);
-    if (full < nv)
-      load_elems_partial<D, A>(row + full * W, d - full * W).store_aligned(out + full * W);
-  }
+  with_shared_block_prefetcher(next, n_next * d * sizeof(elem_t<D>), [&](auto& ahead) {
+    for (std::size_t r = 0; r < n; ++r) {
+      const elem_t<D>* row = src + r * d;
+      float* out = tile + r * nv * W;
+      ahead.next(row_lines);
+      for (std::size_t c = 0; c < full; ++c) {
+        load_elems<D, A>(row + c * W).store_aligned(out + c * W);
+      }
+      if (full < nv) {
+        load_elems_partial<D, A>(row + full * W, d - full * W).store_aligned(out + full * W);
+      }
+    }
+  });
 }
 
 // Copies scales [0, n) and zero-pads to `padded` (int8 blocks).

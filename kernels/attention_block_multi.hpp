@@ -43,34 +43,36 @@ void score_tile(QueryState* const* st, const std::size_t* n, std::size_t q0, con
   // The first query tile prefetches the next block, a micro-tile's rows' worth of lines per
   // micro-tile spread over its chunks, in 4 KiB runs side by side (PageRunPrefetcher).
   const std::size_t row_bytes = blk.stride * sizeof(elem_t<D>);
-  PageRunPrefetcher pf(q0 == 0 ? blk.k_next : nullptr, blk.n_next * row_bytes);
-  const std::size_t lines_per_chunk = (KM * lines_per_row(row_bytes) + nv - 1) / nv;
-  for (std::size_t k0 = 0; k0 < n_max; k0 += KM) {
-    const elem_t<D>* kp[KM];
-    for (std::size_t ki = 0; ki < KM; ++ki) {
-      kp[ki] = blk.k + (k0 + ki < n_max ? k0 + ki : 0) * blk.stride;
-    }
-    B parts[W];
-    for (std::size_t j = 0; j < W; ++j) parts[j] = B(0.0f);
-    for (std::size_t c = 0; c < nv; ++c) {
-      pf.next(lines_per_chunk);
-      B qc[QM], kc[KM];
-      for (std::size_t qi = 0; qi < QM; ++qi) qc[qi] = B::load_aligned(qp[qi] + c * W);
-      for (std::size_t ki = 0; ki < KM; ++ki) kc[ki] = load_elems<D, A>(kp[ki] + c * W);
+  with_shared_block_prefetcher(
+      q0 == 0 ? blk.k_next : nullptr, blk.n_next * row_bytes, [&](auto& pf) {
+        const std::size_t lines_per_chunk = (KM * lines_per_row(row_bytes) + nv - 1) / nv;
+        for (std::size_t k0 = 0; k0 < n_max; k0 += KM) {
+          const elem_t<D>* kp[KM];
+          for (std::size_t ki = 0; ki < KM; ++ki) {
+            kp[ki] = blk.k + (k0 + ki < n_max ? k0 + ki : 0) * blk.stride;
+          }
+          B parts[W];
+          for (std::size_t j = 0; j < W; ++j) parts[j] = B(0.0f);
+          for (std::size_t c = 0; c < nv; ++c) {
+            pf.next(lines_per_chunk);
+            B qc[QM], kc[KM];
+            for (std::size_t qi = 0; qi < QM; ++qi) qc[qi] = B::load_aligned(qp[qi] + c * W);
+            for (std::size_t ki = 0; ki < KM; ++ki) kc[ki] = load_elems<D, A>(kp[ki] + c * W);
 #pragma GCC unroll 16
-      for (std::size_t j = 0; j < W; ++j) {
-        B& part = parts[haddp_slot<A>(j)];
-        part = xsimd::fma(qc[j / KM], kc[j % KM], part);
-      }
-    }
-    alignas(64) float lanes[W];
-    xsimd::haddp(parts).store_aligned(lanes);
-    for (std::size_t qi = 0; qi < QM; ++qi) {
-      float* row = s + (q0 + qi) * s_stride + k0;
-      for (std::size_t ki = 0; ki < KM; ++ki) row[ki] = lanes[qi * KM + ki];
-    }
-  }
-  pf.rest();
+            for (std::size_t j = 0; j < W; ++j) {
+              B& part = parts[haddp_slot<A>(j)];
+              part = xsimd::fma(qc[j / KM], kc[j % KM], part);
+            }
+          }
+          alignas(64) float lanes[W];
+          xsimd::haddp(parts).store_aligned(lanes);
+          for (std::size_t qi = 0; qi < QM; ++qi) {
+            float* row = s + (q0 + qi) * s_stride + k0;
+            for (std::size_t ki = 0; ki < KM; ++ki) row[ki] = lanes[qi * KM + ki];
+          }
+        }
+        pf.rest();
+      });
 }
 
 // s[i · s_stride + r] ← q_i · k_r for the active queries i < count and rows r < n[i] (then
@@ -102,9 +104,9 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
 
 // acc_q [c0·W, (c0+NV)·W) += Σ_{t<n} p_q[t] · v_t for Q queries at once, so that one value
 // load feeds Q FMAs (p is 0 past a query's visible rows, so one n serves all).
-template <class A, KvDtype D, int NV, int Q>
+template <class A, KvDtype D, int NV, int Q, class Prefetcher>
 void multi_pv_group(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
-                    std::size_t c0, float* const* acc, PageRunPrefetcher& pf) {
+                    std::size_t c0, float* const* acc, Prefetcher& pf) {
   using B = fbatch<A>;
   constexpr std::size_t W = B::size;
   B a[Q][NV];
@@ -141,17 +143,18 @@ template <class A, KvDtype D, int Q>
 void multi_pv(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
               std::size_t nv, float* const* acc, const elem_t<D>* v_next, std::size_t n_next) {
   constexpr int NV = MultiTile<A>::PV_NV * 2 / Q;
-  PageRunPrefetcher pf(v_next, n_next * stride * sizeof(elem_t<D>));
-  std::size_t c = 0;
-  for (; c + NV <= nv; c += NV) multi_pv_group<A, D, NV, Q>(p, v, stride, n, c, acc, pf);
-  if constexpr (NV > 4) {
-    if (c + 4 <= nv) multi_pv_group<A, D, 4, Q>(p, v, stride, n, c, acc, pf), c += 4;
-  }
-  if constexpr (NV > 2) {
-    if (c + 2 <= nv) multi_pv_group<A, D, 2, Q>(p, v, stride, n, c, acc, pf), c += 2;
-  }
-  for (; c < nv; ++c) multi_pv_group<A, D, 1, Q>(p, v, stride, n, c, acc, pf);
-  pf.rest();
+  with_shared_block_prefetcher(v_next, n_next * stride * sizeof(elem_t<D>), [&](auto& pf) {
+    std::size_t c = 0;
+    for (; c + NV <= nv; c += NV) multi_pv_group<A, D, NV, Q>(p, v, stride, n, c, acc, pf);
+    if constexpr (NV > 4) {
+      if (c + 4 <= nv) multi_pv_group<A, D, 4, Q>(p, v, stride, n, c, acc, pf), c += 4;
+    }
+    if constexpr (NV > 2) {
+      if (c + 2 <= nv) multi_pv_group<A, D, 2, Q>(p, v, stride, n, c, acc, pf), c += 2;
+    }
+    for (; c < nv; ++c) multi_pv_group<A, D, 1, Q>(p, v, stride, n, c, acc, pf);
+    pf.rest();
+  });
 }
 
 // Query states st[0, count) attend to one key block. s, p: scratch of count × s_stride

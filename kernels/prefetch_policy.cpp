@@ -10,4 +10,6 @@ bool prefetch_in_page_runs() { return !cpu_features().amd; }
 
 bool prefetch_in_groups() { return !cpu_features().amd; }
 
+bool prefetch_shared_blocks_to_l1() { return cpu_features().amd; }
+
 }  // namespace kvscope

@@ -27,4 +27,13 @@ bool prefetch_in_page_runs();
 // 2,000 tokens (0.93-0.94x warm), 0.95-1.01x at 32,768; GQA-4 0.90-0.97x and 0.96x.
 bool prefetch_in_groups();
 
+// Whether the next block of rows that several queries read together (GQA's query tiles on
+// fp32-fma, the rows widened once into f32 tiles, the dot units' tile kernel) is requested into
+// L1 (prefetcht0) rather than L2 (prefetcht1). AMD: L1. Zen 5 (2 threads, cold, 2026-12-05),
+// GQA-8 decode into L1 against L2: 0.92x the time (f32), 0.95x (bf16), 0.96x (int8,
+// vnni-int8) at 2,000 tokens, 0.89x (f32) and 0.92x (bf16) at 32,768. (One query per head
+// reading rows in place gained nothing: MHA int8 1.02x, over pages of 16 0.97-1.04x.) Intel
+// Xeon: L2, as measured before this was asked (unmeasured there).
+bool prefetch_shared_blocks_to_l1();
+
 }  // namespace kvscope

@@ -402,9 +402,11 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
         read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
       } else {
         if (kv.paged()) next.prefetch_scales();
-        PageRunPrefetcher k_next(next.k, next.rows * geo_.row_bytes);
-        PageRunPrefetcher v_next(next.v, next.rows * geo_.row_bytes);
-        read_block(kv, kvh, b0, nb, n_live, n_max, in_place, k_scale, k_next, v_next);
+        with_shared_block_prefetchers(next.k, next.rows * geo_.row_bytes, next.v,
+                                      next.rows * geo_.row_bytes, [&](auto& k_next, auto& v_next) {
+                                        read_block(kv, kvh, b0, nb, n_live, n_max, in_place,
+                                                   k_scale, k_next, v_next);
+                                      });
       }
 
       // int8 weights of two digits (weight_digits): the low ones in a second pass, for the
