@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention_block.hpp"
@@ -100,6 +101,34 @@ TEST(PageRunPrefetcher, RowStepsAndRestRequestTheSameLines) {
     EXPECT_EQ(by_rows.upcoming(), nullptr);
     EXPECT_EQ(got, one_by_one);
   }
+}
+
+// A block several queries read is requested by the same walk, into L1 where the CPU's policy
+// says so (prefetch_shared_blocks_to_l1(): AMD), else into L2 as every other block.
+TEST(PageRunPrefetcher, SharedBlocksWalkTheSameLinesIntoTheLevelThePolicyNames) {
+  const char* base = reinterpret_cast<const char*>(std::size_t{1} << 20);
+  const std::size_t bytes = 3 * PageRunPrefetcher::kRunBytes + 5 * 64 + 10;
+  std::vector<std::size_t> shared;
+  SharedBlockPrefetcher pf(base, bytes);
+  while (const char* line = pf.upcoming()) {
+    shared.push_back(static_cast<std::size_t>(line - base));
+    pf.next();
+  }
+  EXPECT_EQ(shared, requested_offsets(PageRunPrefetcher(base, bytes), base));
+  int handed = 0;
+  with_shared_block_prefetcher(base, bytes, [&](auto& chosen) {
+    using Chosen = std::remove_reference_t<decltype(chosen)>;
+    constexpr bool to_l1 = std::is_same_v<Chosen, SharedBlockPrefetcher>;
+    EXPECT_EQ(to_l1, prefetch_shared_blocks_to_l1());
+    EXPECT_EQ(chosen.lines_left(), shared.size());
+    ++handed;
+  });
+  with_shared_block_prefetchers(base, bytes, base, 64, [&](auto& k, auto& v) {
+    EXPECT_EQ(k.lines_left(), shared.size());
+    EXPECT_EQ(v.lines_left(), 1u);
+    ++handed;
+  });
+  EXPECT_EQ(handed, 2);
 }
 
 }  // namespace
