@@ -26,10 +26,16 @@ constexpr bool kKeep = true;
 constexpr std::size_t kMaxBlocks = 32;
 constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
 
+// Set when this thread's pool is destroyed (at thread exit, before the destructors of static
+// objects, which may still give scratch back): from then on blocks go straight to malloc.
+// A plain bool, never destroyed itself.
+thread_local bool pool_gone = false;
+
 class Pool {
  public:
   ~Pool() {
     for (const Block& b : blocks_) std::free(b.data);
+    pool_gone = true;
   }
   void* take(std::size_t bytes) {
     for (std::size_t i = blocks_.size(); i-- > 0;) {  // the latest first: warmest
@@ -72,7 +78,7 @@ Pool& thread_pool() {
 }  // namespace
 
 void* take_scratch(std::size_t bytes) {
-  if (kKeep) {
+  if (kKeep && !pool_gone) {
     if (void* kept = thread_pool().take(bytes)) return kept;
   }
   void* data = std::aligned_alloc(64, bytes);
@@ -82,7 +88,7 @@ void* take_scratch(std::size_t bytes) {
 
 void give_back_scratch(void* block, std::size_t bytes) {
   if (block == nullptr) return;
-  if (kKeep && bytes <= kMaxBytes) {
+  if (kKeep && !pool_gone && bytes <= kMaxBytes) {
     thread_pool().keep(block, bytes);
   } else {
     std::free(block);
@@ -91,6 +97,6 @@ void give_back_scratch(void* block, std::size_t bytes) {
 
 bool scratch_pool_keeps() { return kKeep; }
 
-std::size_t scratch_kept_bytes() { return thread_pool().held(); }
+std::size_t scratch_kept_bytes() { return pool_gone ? 0 : thread_pool().held(); }
 
 }  // namespace kvscope::simd
