@@ -140,33 +140,36 @@ class PageRunPrefetcherAt {
 };
 
 // The next block of rows that several queries read together (GQA's query tiles on fp32-fma,
-// rows widened once into f32 tiles, the dot units' tile kernel): run(prefetcher) with its
-// lines requested into L1 where prefetch_shared_blocks_to_l1(), else into L2. Two types, not a
-// flag read in next(): with the flag, next()'s extra load and branch cost MHA int8 decode 7%.
+// rows widened once into f32 tiles, the dot units' tile kernel) is requested into L1 where
+// prefetch_shared_blocks_to_l1(), else into L2: run(std::type_identity<P>) with P the
+// prefetcher type for this CPU. Two types, not a flag read in next(): with the flag, next()'s
+// extra load and branch cost MHA int8 decode 7%.
 using SharedBlockPrefetcher = PageRunPrefetcherAt<3>;
 template <class Run>
-void with_shared_block_prefetcher(const void* from, std::size_t bytes, Run&& run) {
+void with_shared_block_level(Run&& run) {
   static const bool to_l1 = prefetch_shared_blocks_to_l1();
   if (to_l1) {
-    SharedBlockPrefetcher pf(from, bytes);
-    run(pf);
+    run(std::type_identity<SharedBlockPrefetcher>{});
   } else {
-    PageRunPrefetcher pf(from, bytes);
-    run(pf);
+    run(std::type_identity<PageRunPrefetcher>{});
   }
+}
+// run(prefetcher) over [from, from + bytes) at that level.
+template <class Run>
+void with_shared_block_prefetcher(const void* from, std::size_t bytes, Run&& run) {
+  with_shared_block_level([&]<class P>(std::type_identity<P>) {
+    P pf(from, bytes);
+    run(pf);
+  });
 }
 // The same for a block's keys and values: run(key prefetcher, value prefetcher).
 template <class Run>
 void with_shared_block_prefetchers(const void* k_from, std::size_t k_bytes, const void* v_from,
                                    std::size_t v_bytes, Run&& run) {
-  static const bool to_l1 = prefetch_shared_blocks_to_l1();
-  if (to_l1) {
-    SharedBlockPrefetcher k(k_from, k_bytes), v(v_from, v_bytes);
+  with_shared_block_level([&]<class P>(std::type_identity<P>) {
+    P k(k_from, k_bytes), v(v_from, v_bytes);
     run(k, v);
-  } else {
-    PageRunPrefetcher k(k_from, k_bytes), v(v_from, v_bytes);
-    run(k, v);
-  }
+  });
 }
 
 // 64-byte lines of a row of `bytes` (what a prefetcher requests per row consumed).

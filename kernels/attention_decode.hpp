@@ -144,11 +144,12 @@ void run_page_part(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
                    QueryState& st, std::size_t nv, const DecodeScratch<A>& ws) {
   for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
     nb = kv.block_rows(b0, t1, kKeyBlock);
+    const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range);
     const float* k_scale = nullptr;
     const float* v_scale = nullptr;
     if constexpr (D == KvDtype::int8) {
       block_scales<A>(kv, kvh, b0, nb, kKeyBlock, ws.k_scale, ws.v_scale, k_scale, v_scale);
-      NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range).prefetch_scales();
+      next.prefetch_scales();
     }
     KeyBlock<D> blk{reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0)),
                     reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0)),
@@ -162,7 +163,6 @@ void run_page_part(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
       attend_block<A, D, true>(st, blk, nv, ws.s, ws.p);
       continue;
     }
-    const NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range);
     PageRunPrefetcher values_ahead(blk.v, nb * kv.v_row_bytes());
     PageRunPrefetcher next_keys(next.k, next.rows * kv.k_row_bytes());
     blk.k_lines = &values_ahead, blk.v_lines = &next_keys;

@@ -315,18 +315,6 @@ inline void interleave4_epi8(const __m512i r[4], __m512i x[4]) {
   x[3] = _mm512_unpackhi_epi16(hi01, hi23);
 }
 
-// acc[0, 128) (one segment, interleaved order) += w_scale · (sum[k] − 8 · w_sum): the block's
-// int32 sums of weights × nibbles, less the nibbles' offset 8 times each lane's weight sum.
-inline void add_int4_sums(const __m512i sum[8], __m512i w_sum, float w_scale, float* acc) {
-  const __m512i bias = _mm512_slli_epi32(w_sum, 3);
-  const __m512 scale = _mm512_set1_ps(w_scale);
-  for (int k = 0; k < 8; ++k) {
-    float* a = acc + k * 16;
-    _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum[k], bias)), scale,
-                                       _mm512_load_ps(a)));
-  }
-}
-
 // The block's int32 sums of one segment and one digit of the weights: sum[k] of the
 // interleaved rows' low (k < 4) and high nibbles, w_sum of the weights (for the − 8).
 struct Int4Sums {
@@ -352,8 +340,17 @@ struct Int4Sums {
     for (int k = 0; k < 8; ++k) sum[k] = dot_u8s8(sum[k], w, x[k]);
     w_sum = dot_u8s8(w_sum, w, _mm512_set1_epi8(1));
   }
-  // acc[0, 128) (one segment, interleaved order) += w_scale · (sum[k] − 8 · w_sum).
-  void add_to(float w_scale, float* acc) const { add_int4_sums(sum, w_sum, w_scale, acc); }
+  // acc[0, 128) (one segment, interleaved order) += w_scale · (sum[k] − 8 · w_sum): the
+  // int32 sums of weights × nibbles, less the nibbles' offset 8 times each lane's weight sum.
+  void add_to(float w_scale, float* acc) const {
+    const __m512i bias = _mm512_slli_epi32(w_sum, 3);
+    const __m512 scale = _mm512_set1_ps(w_scale);
+    for (int k = 0; k < 8; ++k) {
+      float* a = acc + k * 16;
+      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum[k], bias)), scale,
+                                         _mm512_load_ps(a)));
+    }
+  }
 };
 
 // acc[positions] (interleaved order) += Σ_{t<n} w_tg (nibble_tj − 8), the weights from
