@@ -44,7 +44,8 @@ void score_tile(QueryState* const* st, const std::size_t* n, std::size_t q0, con
   // micro-tile spread over its chunks, in 4 KiB runs side by side (PageRunPrefetcher).
   const std::size_t row_bytes = blk.stride * sizeof(elem_t<D>);
   with_shared_block_prefetcher(
-      q0 == 0 ? blk.k_next : nullptr, blk.n_next * row_bytes, [&](auto& pf) {
+      q0 == 0 ? blk.k_next : nullptr, blk.n_next * row_bytes, [&](auto& shared_pf) {
+        auto pf = shared_pf;  // a local copy lives in registers
         const std::size_t lines_per_chunk = (KM * lines_per_row(row_bytes) + nv - 1) / nv;
         for (std::size_t k0 = 0; k0 < n_max; k0 += KM) {
           const elem_t<D>* kp[KM];
@@ -143,7 +144,8 @@ template <class A, KvDtype D, int Q>
 void multi_pv(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
               std::size_t nv, float* const* acc, const elem_t<D>* v_next, std::size_t n_next) {
   constexpr int NV = MultiTile<A>::PV_NV * 2 / Q;
-  with_shared_block_prefetcher(v_next, n_next * stride * sizeof(elem_t<D>), [&](auto& pf) {
+  with_shared_block_prefetcher(v_next, n_next * stride * sizeof(elem_t<D>), [&](auto& shared_pf) {
+    auto pf = shared_pf;  // a local copy lives in registers
     std::size_t c = 0;
     for (; c + NV <= nv; c += NV) multi_pv_group<A, D, NV, Q>(p, v, stride, n, c, acc, pf);
     if constexpr (NV > 4) {
