@@ -51,6 +51,9 @@ inline constexpr std::size_t kAmxMinSharing = 8;
 //                   1.04–1.16× cold at 2,000 and 32,768 (2026-12-01); bf16 0.8–1.0× — no gain;
 //   8, 16 (GQA-4, GQA-2): 1.6–2.6× faster; 32 (MQA): int8 2.8×, bf16 2.1× faster.
 inline constexpr std::size_t kVnniMinSharing = 4;
+// With 4 queries (GQA-8) the bf16 unit on query quads (dot_query_quads.hpp) measured 0.9x the
+// widening kernel's time warm but level cold (Zen 5, 2,000 and 32,768 tokens): the rounding
+// would buy nothing.
 inline constexpr std::size_t kBf16DotMinSharing = 8;
 // int4 caches take VNNI at any number of query vectors (dot_int4_keys.hpp): one query reads
 // the rows itself, more share a block unpacked once. Against the tiled widening kernels on the

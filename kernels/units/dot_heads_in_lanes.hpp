@@ -30,6 +30,7 @@
 #include <optional>
 
 #include "kernels/attention_heads_in_lanes.hpp"
+#include "kernels/units/dot_query_quads.hpp"
 #include "kernels/units/dot_unit_attention.hpp"
 
 namespace kvscope::simd {
@@ -348,8 +349,8 @@ class DotHeadsInLanes {
         maxima[0] =
             _mm512_mask_max_ps(maxima[0], seen(r), maxima[0], _mm512_load_ps(s + r * L + v * W));
       }
-      block_max = _mm512_max_ps(_mm512_max_ps(maxima[0], maxima[1]),
-                                _mm512_max_ps(maxima[2], maxima[3]));
+      block_max =
+          _mm512_max_ps(_mm512_max_ps(maxima[0], maxima[1]), _mm512_max_ps(maxima[2], maxima[3]));
       const __m512 m_new = _mm512_max_ps(m[v], block_max);
       // A lane that has seen no key keeps m = −inf: its weights are masked to 0 below.
       const __mmask16 finite = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(-kInf), _CMP_NEQ_OQ);
@@ -475,7 +476,7 @@ class DotHeadsInLanes {
 };
 
 // The dot units' runners: queries in lanes where enough of them share a long key range,
-// else the tile kernel.
+// quads of queries for 4, 8 or 12 that see the whole range (GQA decode), else the tile kernel.
 template <class A, KvDtype D>
 struct DotUnitRunner : DotUnitKeys<A, D> {
   DotUnitRunner(std::size_t head_dim, std::size_t max_queries)
@@ -483,15 +484,23 @@ struct DotUnitRunner : DotUnitKeys<A, D> {
     if (DotHeadsInLanes<A, D>::suits(max_queries, kKeyBlock, true)) {
       lanes.emplace(head_dim);
     }
+    if (DotQueryQuads<A, D>::suits(max_queries, kv_row_bytes(D, head_dim), true, false)) {
+      quads.emplace(head_dim);
+    }
   }
   void run(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1, QueryState* st,
            std::size_t count, std::size_t nv, bool direct, const DecodeScratch<A>& ws) {
-    if (lanes && DotHeadsInLanes<A, D>::suits(count, t1 - t0, all_see(st, count, t1))) {
+    const bool see = all_see(st, count, t1);
+    if (lanes && DotHeadsInLanes<A, D>::suits(count, t1 - t0, see)) {
       return lanes->run(kv, kvh, t0, t1, st, count, ws.after_range);
+    }
+    if (quads && DotQueryQuads<A, D>::suits(count, kv.k_row_bytes(), see, kv.paged())) {
+      return quads->run(kv, kvh, t0, t1, st, count, ws.after_range);
     }
     DotUnitKeys<A, D>::run(kv, kvh, t0, t1, st, count, nv, direct, ws);
   }
   std::optional<DotHeadsInLanes<A, D>> lanes;
+  std::optional<DotQueryQuads<A, D>> quads;
 };
 template <class A>
 inline constexpr bool kRunsPageByPage<KeyRunner<A, KvDtype::int8, ComputeUnit::vnni_int8>> = true;

@@ -191,9 +191,9 @@ float softmax_pack(QueryState& q, const float* s, std::size_t n, const float* v_
   }
 }
 
-// acc_q[c0·16, (c0+NV)·16) += scale_q · Σ_rg w_q[rg] · vt[rg] for Q ∈ {1, 2} queries at once
-// (one value load feeds both), over row groups rg < n_groups.
-template <KvDtype D, int NV, int Q>
+// acc_q[c0·16, (c0+NV)·16) += scale_q · Σ_rg w_q[rg · WS] · vt[rg] for Q ∈ {1, 2} queries at
+// once (one value load feeds both), over row groups rg < n_groups.
+template <KvDtype D, int NV, int Q, std::size_t WS = 1>
 void dot_pv(const std::int32_t* const* w, const float* scale, float* const* acc,
             const std::int32_t* vt, std::size_t acc_vectors, std::size_t c0, std::size_t n_groups) {
   // int8 sums the block in int32 from 0 and scales once; bf16 sums straight into acc in f32.
@@ -214,7 +214,7 @@ void dot_pv(const std::int32_t* const* w, const float* scale, float* const* acc,
     const std::int32_t* col = vt + (rg * acc_vectors + c0) * 16;
     __m512i wq[Q];
 #pragma GCC unroll 8
-    for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rg]);
+    for (int q = 0; q < Q; ++q) wq[q] = _mm512_set1_epi32(w[q][rg * WS]);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       const __m512i x = _mm512_load_si512(col + v * 16);
@@ -244,14 +244,18 @@ void dot_pv(const std::int32_t* const* w, const float* scale, float* const* acc,
 }
 
 // All acc_vectors of Q queries, in register groups of 8, 4, 2, 1 vectors.
-template <KvDtype D, int Q>
+template <KvDtype D, int Q, std::size_t WS = 1>
 void dot_pv_all(const std::int32_t* const* w, const float* scale, float* const* acc,
                 const std::int32_t* vt, std::size_t acc_vectors, std::size_t n_groups) {
   std::size_t c = 0;
-  for (; c + 8 <= acc_vectors; c += 8) dot_pv<D, 8, Q>(w, scale, acc, vt, acc_vectors, c, n_groups);
-  if (c + 4 <= acc_vectors) dot_pv<D, 4, Q>(w, scale, acc, vt, acc_vectors, c, n_groups), c += 4;
-  if (c + 2 <= acc_vectors) dot_pv<D, 2, Q>(w, scale, acc, vt, acc_vectors, c, n_groups), c += 2;
-  if (c < acc_vectors) dot_pv<D, 1, Q>(w, scale, acc, vt, acc_vectors, c, n_groups);
+  for (; c + 8 <= acc_vectors; c += 8) {
+    dot_pv<D, 8, Q, WS>(w, scale, acc, vt, acc_vectors, c, n_groups);
+  }
+  if (c + 4 <= acc_vectors)
+    dot_pv<D, 4, Q, WS>(w, scale, acc, vt, acc_vectors, c, n_groups), c += 4;
+  if (c + 2 <= acc_vectors)
+    dot_pv<D, 2, Q, WS>(w, scale, acc, vt, acc_vectors, c, n_groups), c += 2;
+  if (c < acc_vectors) dot_pv<D, 1, Q, WS>(w, scale, acc, vt, acc_vectors, c, n_groups);
 }
 
 // Query states attend to ranges of keys of one kv head on the dot unit of D: the drivers'
