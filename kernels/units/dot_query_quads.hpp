@@ -261,7 +261,7 @@ class DotQueryQuads {
       const std::size_t last = nb - 1 - t;
       Acc acc[R];
       for (std::size_t r = 0; r < R; ++r) acc[r] = zero();
-      for (std::size_t c = 0; c < pieces; ++c) {
+      const auto piece = [&](std::size_t c) {
         if (ahead) {  // R rows × 16 bytes read
           k_next.next(), k_next.next();
           v_next.next(), v_next.next();
@@ -276,6 +276,15 @@ class DotQueryQuads {
           if constexpr (D == KvDtype::int8) x = _mm512_xor_si512(x, bias);
           acc[r] = dot(acc[r], x, qc);
         }
+      };
+      if constexpr (kWhole && kRowBytes != 0) {
+        // Unrolled whole: rolled, the accumulators changed registers from one step to the
+        // next, a move beside every other dot instruction (GQA-4 int8 decode 0.95x the time
+        // unrolled, bf16 0.98x; Zen 5).
+#pragma GCC unroll 16
+        for (std::size_t c = 0; c < kRowBytes / 16; ++c) piece(c);
+      } else {
+        for (std::size_t c = 0; c < pieces; ++c) piece(c);
       }
       for (std::size_t h = 0; h < R; h += 4) {
         if (!kWhole && t + h >= nb) break;
