@@ -107,8 +107,11 @@ void multi_scores(QueryState* const* st, const std::size_t* n, std::size_t count
 // load feeds Q FMAs (p is 0 past a query's visible rows, so one n serves all).
 template <class A, KvDtype D, int NV, int Q, class Prefetcher>
 void multi_pv_group(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
-                    std::size_t c0, float* const* acc, Prefetcher& pf) {
+                    std::size_t c0, float* const* acc, Prefetcher& shared_pf) {
   using B = fbatch<A>;
+  // A local copy lives in registers: through the reference, every request stored its state
+  // (GQA-8 decode 0.92-0.97x the time with the copy, cold, 2,000 tokens; Zen 5).
+  Prefetcher pf = shared_pf;
   constexpr std::size_t W = B::size;
   B a[Q][NV];
 #pragma GCC unroll 4
@@ -130,6 +133,7 @@ void multi_pv_group(const float* const* p, const elem_t<D>* v, std::size_t strid
       for (int q = 0; q < Q; ++q) a[q][j] = xsimd::fma(w[q], x, a[q][j]);
     }
   }
+  shared_pf = pf;
 #pragma GCC unroll 4
   for (int q = 0; q < Q; ++q) {
 #pragma GCC unroll 8
@@ -144,8 +148,7 @@ template <class A, KvDtype D, int Q>
 void multi_pv(const float* const* p, const elem_t<D>* v, std::size_t stride, std::size_t n,
               std::size_t nv, float* const* acc, const elem_t<D>* v_next, std::size_t n_next) {
   constexpr int NV = MultiTile<A>::PV_NV * 2 / Q;
-  with_shared_block_prefetcher(v_next, n_next * stride * sizeof(elem_t<D>), [&](auto& shared_pf) {
-    auto pf = shared_pf;  // a local copy lives in registers
+  with_shared_block_prefetcher(v_next, n_next * stride * sizeof(elem_t<D>), [&](auto& pf) {
     std::size_t c = 0;
     for (; c + NV <= nv; c += NV) multi_pv_group<A, D, NV, Q>(p, v, stride, n, c, acc, pf);
     if constexpr (NV > 4) {
