@@ -227,22 +227,6 @@ class DotHeadsInLanes {
     return [p = place_.get()](std::size_t j) { return static_cast<std::size_t>(p[j]); };
   }
 
-  static Acc zero() {
-    if constexpr (D == KvDtype::int8) {
-      return _mm512_setzero_si512();
-    } else {
-      return _mm512_setzero_ps();
-    }
-  }
-  // acc + the unit's dot products of the 32-bit groups of a and b (int8: a unsigned).
-  static Acc dot(Acc acc, __m512i a, __m512i b) {
-    if constexpr (D == KvDtype::int8) {
-      return dot_u8s8(acc, a, b);
-    } else {
-      return dot_bf16(acc, a, b);
-    }
-  }
-
   // sᵀ[t0 + r] for the R key rows of one micro-tile (kRowBytes: the row length when fixed at
   // compile time, else 0); prefetches the next block's same rows.
   template <int QV, std::size_t R, std::size_t kRowBytes = 0>
@@ -254,7 +238,7 @@ class DotHeadsInLanes {
     const std::size_t row_bytes = kRowBytes ? kRowBytes : geo_.row_bytes;
     Acc acc[R][QV];
     for (std::size_t r = 0; r < R; ++r) {
-      for (int v = 0; v < QV; ++v) acc[r][v] = zero();
+      for (int v = 0; v < QV; ++v) acc[r][v] = dot_acc_zero<D>();
     }
     // A line of the next block's same rows per group step.
     auto pf = LinePrefetcher::rows(k_next, row_bytes, t0, R, n_next);
@@ -274,7 +258,7 @@ class DotHeadsInLanes {
       for (std::size_t r = 0; r < R; ++r) {
         __m512i x = group(r);
         if constexpr (D == KvDtype::int8) x = _mm512_xor_si512(x, bias);
-        for (int v = 0; v < QV; ++v) acc[r][v] = dot(acc[r][v], x, q[v]);
+        for (int v = 0; v < QV; ++v) acc[r][v] = dot_unit<D>(acc[r][v], x, q[v]);
       }
     };
     const std::size_t whole = row_bytes / 4;  // groups inside the row; a short last one is copied
@@ -438,7 +422,7 @@ class DotHeadsInLanes {
     constexpr std::size_t L = QV * W;
     Acc sum[R][QV];
     for (std::size_t c = 0; c < R; ++c) {
-      for (int v = 0; v < QV; ++v) sum[c][v] = zero();
+      for (int v = 0; v < QV; ++v) sum[c][v] = dot_acc_zero<D>();
     }
     for (std::size_t rg = 0; rg < n_groups; ++rg) {
       pf.next();
@@ -448,7 +432,7 @@ class DotHeadsInLanes {
 #pragma GCC unroll 12
       for (std::size_t c = 0; c < R; ++c) {
         const __m512i x = _mm512_set1_epi32(col[c]);
-        for (int v = 0; v < QV; ++v) sum[c][v] = dot(sum[c][v], w[v], x);
+        for (int v = 0; v < QV; ++v) sum[c][v] = dot_unit<D>(sum[c][v], w[v], x);
       }
     }
     for (std::size_t c = 0; c < R; ++c) {

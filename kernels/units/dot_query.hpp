@@ -136,4 +136,23 @@ struct DotAcc<KvDtype::int8> {
   using type = __m512i;
 };
 
+// A zeroed accumulator of D's unit, and acc + the unit's dot products of the 32-bit groups of
+// a and b (int8: a unsigned).
+template <KvDtype D>
+typename DotAcc<D>::type dot_acc_zero() {
+  if constexpr (D == KvDtype::int8) {
+    return _mm512_setzero_si512();
+  } else {
+    return _mm512_setzero_ps();
+  }
+}
+template <KvDtype D>
+typename DotAcc<D>::type dot_unit(typename DotAcc<D>::type acc, __m512i a, __m512i b) {
+  if constexpr (D == KvDtype::int8) {
+    return dot_u8s8(acc, a, b);
+  } else {
+    return dot_bf16(acc, a, b);
+  }
+}
+
 }  // namespace kvscope::simd

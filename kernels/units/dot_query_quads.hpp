@@ -191,20 +191,6 @@ class DotQueryQuads {
     }
   }
 
-  static Acc zero() {
-    if constexpr (D == KvDtype::int8) {
-      return _mm512_setzero_si512();
-    } else {
-      return _mm512_setzero_ps();
-    }
-  }
-  static Acc dot(Acc acc, __m512i keys, __m512i q) {
-    if constexpr (D == KvDtype::int8) {
-      return dot_u8s8(acc, keys, q);
-    } else {
-      return dot_bf16(acc, keys, q);
-    }
-  }
   static __m512i bits(__m512i x) { return x; }
   static __m512i bits(__m512 x) { return _mm512_castps_si512(x); }
   static Acc add(Acc x, Acc y) {
@@ -260,7 +246,7 @@ class DotQueryQuads {
       const std::byte* base = k + t * row_bytes;
       const std::size_t last = nb - 1 - t;
       Acc acc[R];
-      for (std::size_t r = 0; r < R; ++r) acc[r] = zero();
+      for (std::size_t r = 0; r < R; ++r) acc[r] = dot_acc_zero<D>();
       const auto piece = [&](std::size_t c) {
         if (ahead) {  // R rows × 16 bytes read
           k_next.next(), k_next.next();
@@ -274,7 +260,7 @@ class DotQueryQuads {
           __m512i x = _mm512_broadcast_i32x4(
               _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + row * row_bytes + 16 * c)));
           if constexpr (D == KvDtype::int8) x = _mm512_xor_si512(x, bias);
-          acc[r] = dot(acc[r], x, qc);
+          acc[r] = dot_unit<D>(acc[r], x, qc);
         }
       };
       if constexpr (kWhole && kRowBytes != 0) {
