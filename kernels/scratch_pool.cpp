@@ -48,6 +48,7 @@ class Pool {
     }
     return nullptr;
   }
+  std::size_t held() const { return held_; }
   void keep(void* data, std::size_t bytes) {
     blocks_.push_back({data, bytes});
     held_ += bytes;
@@ -65,9 +66,6 @@ class Pool {
   };
   std::vector<Block> blocks_;
   std::size_t held_ = 0;
-
- public:
-  std::size_t held() const { return held_; }
 };
 
 Pool& thread_pool() {

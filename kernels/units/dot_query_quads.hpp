@@ -30,7 +30,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 
 #include "kernels/units/dot_unit_attention.hpp"
 
@@ -60,7 +59,7 @@ class DotQueryQuads {
         lanes_(geo_.acc_vectors * 16),
         pieces_(geo_.row_bytes / 16),
         q_groups_(kQuad * geo_.segments * 16),
-        quad_q_(kMaxQuads * pieces_),
+        quad_q_(kMaxQuads * pieces_ * 16),
         vt_(kRowGroups * lanes_),
         weights_(2 * kMaxQuads * kRowGroups * kQuad),
         acc_(kMaxQuads * kQuad * lanes_),
@@ -138,8 +137,6 @@ class DotQueryQuads {
   }
 
  private:
-  static constexpr float kInf = std::numeric_limits<float>::infinity();
-
   // Lanes 4i … 4i + 3 ← field(quad's query i).
   template <class Field>
   static __m512 quad_vector(const QueryState* st, Field field) {
@@ -152,7 +149,7 @@ class DotQueryQuads {
   // Quad qd's queries into the unit's format (piece c of query i in 128-bit lane i of
   // quad_q_[qd][c]), their accumulators into tile order.
   void begin(const QueryState* st, std::size_t qd) {
-    auto* quad = reinterpret_cast<std::uint8_t*>(quad_q_.get() + qd * pieces_);
+    auto* quad = reinterpret_cast<std::uint8_t*>(quad_q_.get() + qd * pieces_ * 16);
     alignas(64) float sq[16];
     alignas(64) std::int32_t offset[16];
     for (std::size_t i = 0; i < kQuad; ++i) {
@@ -166,13 +163,7 @@ class DotQueryQuads {
         sq[4 * i + j] = q.scale;
         offset[4 * i + j] = q.offset;
       }
-      float* a = acc_.get() + (qd * kQuad + i) * lanes_;
-      for (std::size_t v = 0; v < geo_.acc_vectors; ++v) {
-        for (std::size_t lane = 0; lane < 16; ++lane) {
-          const std::size_t j = geo_.natural(v, lane);
-          a[v * 16 + lane] = j < geo_.d ? st[i].acc[j] : 0.0f;
-        }
-      }
+      geo_.to_tile_order(st[i].acc, acc_.get() + (qd * kQuad + i) * lanes_);
     }
     sq_[qd] = _mm512_load_ps(sq);
     offset_[qd] = _mm512_load_si512(offset);
@@ -181,13 +172,7 @@ class DotQueryQuads {
   // Quad qd's accumulators back to natural order.
   void end(QueryState* st, std::size_t qd) const {
     for (std::size_t i = 0; i < kQuad; ++i) {
-      const float* a = acc_.get() + (qd * kQuad + i) * lanes_;
-      for (std::size_t v = 0; v < geo_.acc_vectors; ++v) {
-        for (std::size_t lane = 0; lane < 16; ++lane) {
-          const std::size_t j = geo_.natural(v, lane);
-          if (j < geo_.d) st[i].acc[j] = a[v * 16 + lane];
-        }
-      }
+      geo_.to_natural_order(acc_.get() + (qd * kQuad + i) * lanes_, st[i].acc);
     }
   }
 
@@ -237,7 +222,7 @@ class DotQueryQuads {
     Prefetch k_next = shared_k_next, v_next = shared_v_next;
     const std::size_t row_bytes = kRowBytes ? kRowBytes : geo_.row_bytes;
     const std::size_t pieces = kRowBytes ? kRowBytes / 16 : pieces_;
-    const __m512i* q = quad_q_.get() + qd * pieces_;
+    const std::int32_t* q = quad_q_.get() + qd * pieces_ * 16;
     const __m512i bias = _mm512_set1_epi8(static_cast<char>(D == KvDtype::int8 ? 0x80 : 0));
     float* s = s_.get() + qd * kDotBlock * kQuad;
     // Keys [t, t + R): whole (all R rows in the block) or the block's last, short group, whose
@@ -253,7 +238,7 @@ class DotQueryQuads {
           v_next.next(), v_next.next();
         }
         values.next();
-        const __m512i qc = _mm512_load_si512(q + c);
+        const __m512i qc = _mm512_load_si512(q + 16 * c);
 #pragma GCC unroll 8
         for (std::size_t r = 0; r < R; ++r) {
           const std::size_t row = kWhole || r <= last ? r : last;
@@ -391,8 +376,8 @@ class DotQueryQuads {
   Geo geo_;
   std::size_t lanes_;   // accumulator lanes per query (tile order)
   std::size_t pieces_;  // 16-byte pieces per row
-  Scratch<A, std::int32_t> q_groups_;
-  Scratch<A, __m512i> quad_q_;
+  // quad_q_: 64 bytes per piece and quad (16 int32 of 4 queries' bytes).
+  Scratch<A, std::int32_t> q_groups_, quad_q_;
   Scratch<A, std::int32_t> vt_, weights_;
   Scratch<A> acc_, s_, pads_;
   __m512 sq_[kMaxQuads];

@@ -42,6 +42,25 @@ struct DotGeometry {
     const std::size_t s = v / kValueRows, w = v % kValueRows, L = lane / 4, m = lane % 4;
     return D == KvDtype::int8 ? 64 * s + 16 * L + 4 * w + m : 32 * s + 8 * L + 4 * w + m;
   }
+
+  // An accumulator of acc_vectors · 16 lanes in tile order ← one of d elements in natural
+  // order (0 in the padding), and back.
+  void to_tile_order(const float* natural_acc, float* tile_acc) const {
+    for (std::size_t v = 0; v < acc_vectors; ++v) {
+      for (std::size_t lane = 0; lane < 16; ++lane) {
+        const std::size_t j = natural(v, lane);
+        tile_acc[v * 16 + lane] = j < d ? natural_acc[j] : 0.0f;
+      }
+    }
+  }
+  void to_natural_order(const float* tile_acc, float* natural_acc) const {
+    for (std::size_t v = 0; v < acc_vectors; ++v) {
+      for (std::size_t lane = 0; lane < 16; ++lane) {
+        const std::size_t j = natural(v, lane);
+        if (j < d) natural_acc[j] = tile_acc[v * 16 + lane];
+      }
+    }
+  }
 };
 
 // The 64-byte segment `seg` of a row of `row_bytes`, zero past the row's end.

@@ -299,26 +299,14 @@ class DotUnitKeys : public SlotKeyRunner<DotUnitKeys<A, D>> {
     for (std::size_t i = 0; i < count; ++i) {
       queries[i].groups = q_groups_.get() + (first + i) * geo_.segments * 16;
       pack_query<D>(st[i].q, geo_, queries[i]);
-      float* a = acc_.get() + (first + i) * lanes_;
-      for (std::size_t v = 0; v < geo_.acc_vectors; ++v) {
-        for (std::size_t lane = 0; lane < 16; ++lane) {
-          const std::size_t j = geo_.natural(v, lane);
-          a[v * 16 + lane] = j < geo_.d ? st[i].acc[j] : 0.0f;
-        }
-      }
+      geo_.to_tile_order(st[i].acc, acc_.get() + (first + i) * lanes_);
     }
   }
 
   // The accumulators of slots [first, first + count) back to natural order in st[0, count).
   void end(QueryState* st, std::size_t count, std::size_t first) const {
     for (std::size_t i = 0; i < count; ++i) {
-      const float* a = acc_.get() + (first + i) * lanes_;
-      for (std::size_t v = 0; v < geo_.acc_vectors; ++v) {
-        for (std::size_t lane = 0; lane < 16; ++lane) {
-          const std::size_t j = geo_.natural(v, lane);
-          if (j < geo_.d) st[i].acc[j] = a[v * 16 + lane];
-        }
-      }
+      geo_.to_natural_order(acc_.get() + (first + i) * lanes_, st[i].acc);
     }
   }
 
