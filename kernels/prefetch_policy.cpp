@@ -12,4 +12,6 @@ bool prefetch_in_groups() { return !cpu_features().amd; }
 
 bool prefetch_shared_blocks_to_l1() { return cpu_features().amd; }
 
+bool prefetch_weight_rows() { return !cpu_features().amd; }
+
 }  // namespace kvscope

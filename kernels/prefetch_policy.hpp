@@ -36,4 +36,12 @@ bool prefetch_in_groups();
 // Xeon: L2, as measured before this was asked (unmeasured there).
 bool prefetch_shared_blocks_to_l1();
 
+// Whether the decode GEMV on 16-bit weights requests each stream's next row in software
+// (kernels/weights/row_streams.hpp). Intel Xeon: yes (its hardware prefetcher stops at every
+// 4 KiB page; requesting the next block of rows made the 4096 x 11008 bf16 GEMV 0.92x the time
+// and the layer's bf16 decode step 0.93x, with blocks of adjacent rows; with streams,
+// unmeasured there). AMD: no. Zen 5 (2 threads, 2026-12-06), bf16 GEMV in 8 streams
+// requesting each stream 512 B to 16 KiB ahead: 0.84-0.95x of its read rate without.
+bool prefetch_weight_rows();
+
 }  // namespace kvscope

@@ -1,6 +1,7 @@
 // AVX512-BF16 decode GEMV (kernels/weights/gemv_bf16_dot.hpp). Built with -mavx512bf16;
 // entered only where CPUID reports the unit.
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +9,9 @@
 #include <memory>
 #include <stdexcept>
 
+#include "kernels/prefetch_policy.hpp"
 #include "kernels/weights/gemv_bf16_dot.hpp"
+#include "kernels/weights/row_streams.hpp"
 
 namespace kvscope {
 namespace {
@@ -68,11 +71,11 @@ std::unique_ptr<std::uint16_t[]> round_rows_to_bf16(const float* x, std::size_t 
 }
 
 // sums[r · XT + b] (in memory; zeros first where `first_chunk`) += lines [l0, l1) of W's rows
-// w0 + r · k, r < rows ≤ R (rows past `rows` read zeros), · x rows b < XT (at xb, `stride`
-// elements apart), each lane in line order: the order gemv_bf16_dot sums in for any R and XT,
-// whether k is taken whole or in chunks. Accumulators stay in registers over the lines (held
-// in memory, every vdpbf16ps went through it). `next` (or nullptr): a line of the rows read
-// next is requested per line read (the same offset from `next` as from line l0). A block's
+// w0 + r · apart (apart = k: adjacent rows), r < rows ≤ R (rows past `rows` read zeros), · x rows b
+// < XT (at xb, `stride` elements apart), each lane in line order: the order gemv_bf16_dot sums in
+// for any R and XT, whether k is taken whole or in chunks. Accumulators stay in registers over the
+// lines (held in memory, every vdpbf16ps went through it). `next` (or nullptr): a line of the rows
+// read next is requested per line read (the same offset from `next` as from line l0). A block's
 // rows are streams 2 pages long (8 KiB each at k = 4096) that the hardware prefetcher ramps up
 // anew at every page; asked one block (32 KiB) ahead, the decode GEMV over a 4096 × 11008
 // bf16 matrix ran at 3.30 against 3.58 ms, and the layer's bf16 decode step at 16.1-16.6
@@ -81,7 +84,7 @@ std::unique_ptr<std::uint16_t[]> round_rows_to_bf16(const float* x, std::size_t 
 template <std::size_t R, std::size_t XT>
 void dot_lines(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::size_t l0,
                std::size_t l1, const std::uint16_t* xb, std::size_t stride, __m512* sums,
-               bool first_chunk, const std::uint16_t* next) {
+               bool first_chunk, const std::uint16_t* next, std::size_t apart) {
   __m512 acc[R][XT];
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t b = 0; b < XT; ++b)
@@ -92,10 +95,10 @@ void dot_lines(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::si
   for (std::size_t l = l0; l < whole_end; ++l) {
     const std::size_t i = l * kPairsPerLine;
     __m512i wl[R];
-    for (std::size_t r = 0; r < R; ++r) wl[r] = _mm512_loadu_si512(w0 + r * k + i);
+    for (std::size_t r = 0; r < R; ++r) wl[r] = _mm512_loadu_si512(w0 + r * apart + i);
     if (next != nullptr) {
       const std::size_t ahead = (l - l0) * kPairsPerLine;
-      for (std::size_t r = 0; r < R; ++r) __builtin_prefetch(next + r * k + ahead, 0, 2);
+      for (std::size_t r = 0; r < R; ++r) __builtin_prefetch(next + r * apart + ahead, 0, 2);
     }
     for (std::size_t b = 0; b < XT; ++b) {
       const __m512i xl = _mm512_loadu_si512(xb + b * stride + i);
@@ -106,7 +109,7 @@ void dot_lines(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::si
     const std::size_t i = l * kPairsPerLine;
     __m512i wl[R];
     for (std::size_t r = 0; r < R; ++r)
-      wl[r] = r < rows ? load_line(w0 + r * k, i, k) : _mm512_setzero_si512();
+      wl[r] = r < rows ? load_line(w0 + r * apart, i, k) : _mm512_setzero_si512();
     for (std::size_t b = 0; b < XT; ++b) {
       const __m512i xl = _mm512_loadu_si512(xb + b * stride + i);
       for (std::size_t r = 0; r < R; ++r) acc[r][b] = dot_pairs(acc[r][b], wl[r], xl);
@@ -123,7 +126,7 @@ void tile_to_y(const std::uint16_t* w0, std::size_t k, std::size_t first, std::s
                std::size_t lines, const std::uint16_t* x, std::size_t stride, std::size_t b0,
                std::size_t count, std::size_t n, float* y, const std::uint16_t* next) {
   alignas(64) __m512 sums[R * XT];
-  dot_lines<R, XT>(w0, k, rows, 0, lines, x + b0 * stride, stride, sums, true, next);
+  dot_lines<R, XT>(w0, k, rows, 0, lines, x + b0 * stride, stride, sums, true, next, k);
   for (std::size_t b = 0; b < count; ++b) {
     for (std::size_t r = 0; r < rows; ++r)
       y[(b0 + b) * n + first + r] = _mm512_reduce_add_ps(sums[r * XT + b]);
@@ -196,7 +199,7 @@ void panel_tile(const std::uint16_t* wd, std::size_t k, std::size_t n, std::size
                                                            c * blocks + p + kPiecesAhead)
                                           : nullptr;
       dot_lines<R, XT>(wd + (block + p) * R * k, k, R, l0, l1, x + b0 * stride, stride, sums[p],
-                       c == 0, next);
+                       c == 0, next, k);
     }
   }
   for (std::size_t p = 0; p < blocks; ++p) {
@@ -233,19 +236,52 @@ void gemm_panels(const std::uint16_t* x, std::size_t m, std::size_t stride, std:
   }
 }
 
+// Decode (one row of x): each thread's rows read as kStreams streams side by side
+// (row_streams.hpp), one row of each per pass, an accumulator each. Against blocks of 4
+// adjacent rows requesting the next block (AMD Zen 5, 2 threads, 2026-12-06, 3 alternations
+// of projection_bench BM_DecodeGemvBf16Dot): 4096 x 4096, 4096 x 11008 and 11008 x 4096 at
+// 0.90-0.92, 0.91-0.99 and 0.99-1.01 of the read loop's rate against 0.58-0.71, 0.66-0.80 and
+// 0.71-0.84; the layer's decode step 0.87x the time. Fewer or more streams: 4 0.80-1.00, 6
+// 0.88-1.01, 8 0.77-0.96, 12 0.71-0.86, 16 0.47-0.60; the layer 0.88x with 4 or 6 and 0.91x
+// with 8. All streams' rows lie at one offset modulo 4 KiB (rows of whole pages), i.e. in one
+// L1 set: 5 lines of W, x's and the next lines the L1 prefetcher brings fit its 12 ways.
+// Batches keep their blocks and panels: streams of 3 rows over tiles of 8 rows of x (x from L2)
+// read W at 34 GB/s, of 4 or 6 rows over two tiles of 4 at 36-41, the panels at 45-48
+// (BM_SmallBatch/8/4096/11008/0, same sitting).
+constexpr std::size_t kStreams = 5;
+
+void gemv_streams(const std::uint16_t* x, std::size_t lines, const std::uint16_t* wd, std::size_t k,
+                  std::size_t n, float* y, int threads) {
+  const bool request_next = prefetch_weight_rows();
+#pragma omp parallel num_threads(threads)
+  {
+    const RowStreams mine = row_streams(n, static_cast<std::size_t>(omp_get_num_threads()),
+                                        static_cast<std::size_t>(omp_get_thread_num()), kStreams);
+    const std::size_t apart = mine.length * k;
+    for (std::size_t t = 0; t < mine.length; ++t) {
+      const std::size_t rows = mine.streams_at(t, kStreams);
+      const std::uint16_t* w0 = wd + (mine.first + t) * k;
+      const std::uint16_t* next = request_next && t + 1 < mine.length ? w0 + k : nullptr;
+      alignas(64) __m512 sums[kStreams];
+      dot_lines<kStreams, 1>(w0, k, rows, 0, lines, x, 0, sums, true, next, apart);
+      for (std::size_t j = 0; j < rows; ++j)
+        y[mine.first + j * mine.length + t] = _mm512_reduce_add_ps(sums[j]);
+    }
+  }
+}
+
 }  // namespace
 
-// Shapes: one row of x (decode) takes blocks of 4 rows of W, an accumulator each; up to 4
-// rows of x, blocks of 4 with all rows at once (16 accumulators); more, blocks of 3 rows in
-// tiles of 8 (24 accumulators), so that each line of W read from memory feeds 8 rows of x
-// while it is in registers. Before, batches took tiles of 4 over blocks of 4 and requested
-// nothing ahead: a block was read from memory by its first tile, again from L2 by its
-// second, and no memory reads hid either pass. Over a 4096 × 11008 bf16 matrix (AMD Zen 4,
-// 2 threads, old and new kernels alternated in one process), with x's rows spaced as
-// batch_row_stride does: 8 rows 0.71× the time (0.77-0.95× from the tiles alone), 16 rows
-// 0.78-0.88×, 2 rows 0.72-0.93×, 4 rows 0.73-0.87×. The tiles of 8 then went over panels in
-// chunks of k (gemm_panels): a first try, requesting 4-16 segments ahead, took 0.99-1.15× the
-// unchunked time; requested two chunks ahead (96 KiB) they pay.
+// Shapes: one row of x (decode) takes W in streams (gemv_streams); up to 4 rows of x, blocks of 4
+// with all rows at once (16 accumulators); more, blocks of 3 rows in tiles of 8 (24 accumulators),
+// so that each line of W read from memory feeds 8 rows of x while it is in registers. Before,
+// batches took tiles of 4 over blocks of 4 and requested nothing ahead: a block was read from
+// memory by its first tile, again from L2 by its second, and no memory reads hid either pass. Over
+// a 4096 × 11008 bf16 matrix (AMD Zen 4, 2 threads, old and new kernels alternated in one process),
+// with x's rows spaced as batch_row_stride does: 8 rows 0.71× the time (0.77-0.95× from the tiles
+// alone), 16 rows 0.78-0.88×, 2 rows 0.72-0.93×, 4 rows 0.73-0.87×. The tiles of 8 then went over
+// panels in chunks of k (gemm_panels): a first try, requesting 4-16 segments ahead, took 0.99-1.15×
+// the unchunked time; requested two chunks ahead (96 KiB) they pay.
 void gemm_bf16_dot(const float* x, std::size_t m, const WeightsView& w, float* y, int threads) {
   if (w.dtype != WeightDtype::bf16) {
     throw std::invalid_argument("gemv_bf16_dot needs bf16 weights");
@@ -259,7 +295,7 @@ void gemm_bf16_dot(const float* x, std::size_t m, const WeightsView& w, float* y
   const auto rounded = [&](std::size_t tile) {
     return round_rows_to_bf16(x, m, k, lines, stride, (m + tile - 1) / tile * tile - m);
   };
-  if (m == 1) return gemm_blocks<4, 1>(rounded(1).get(), m, stride, lines, wd, k, n, y, threads);
+  if (m == 1) return gemv_streams(rounded(1).get(), lines, wd, k, n, y, threads);
   if (m <= 4) return gemm_blocks<4, 4>(rounded(4).get(), m, stride, lines, wd, k, n, y, threads);
   gemm_panels<3, 8>(rounded(8).get(), m, stride, lines, wd, k, n, y, threads);
 }

@@ -1,5 +1,6 @@
 // The GEMV kernel of every ISA this CPU runs and every weight type, against a float64
-// reference, over awkward lengths (tails shorter than a vector, row counts not a multiple of 4).
+// reference, over awkward lengths (tails shorter than a vector, row counts that leave the last
+// of the four streams of rows per thread short or empty).
 #include "kernels/weights/gemv.hpp"
 
 #include <gtest/gtest.h>
@@ -42,7 +43,8 @@ TEST_P(Gemv, MatchesFloat64Reference) {
         }
       }
       std::vector<float> y(n, -1.0f);
-      const auto* first = static_cast<const char*>(stored.view().data) + weight_element_bytes(dtype);
+      const auto* first =
+          static_cast<const char*>(stored.view().data) + weight_element_bytes(dtype);
       gemv(x.data() + 1, {first, dtype, n, k}, y.data(), isa, 2);
       for (std::size_t r = 0; r < n; ++r) {
         EXPECT_NEAR(y[r], want[r], 1e-6 * scale + 1e-7) << "k=" << k << " n=" << n << " row " << r;
