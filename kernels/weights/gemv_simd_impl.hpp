@@ -1,8 +1,6 @@
 #pragma once
 // The body of the xsimd GEMV kernel, written once over xsimd::batch<float, Arch> and the
 // weight element type. Included only by the ISA-flagged units in kernels/arch/.
-#include <omp.h>
-
 #include <algorithm>
 
 #include "kernels/prefetch_policy.hpp"
@@ -36,44 +34,38 @@ void gemv_kernel(const float* x, const void* w_data, std::size_t k, std::size_t 
   // threads, blocks of adjacent rows).
   const bool request_next = sizeof(Elem) == 2 && prefetch_weight_rows();
   constexpr std::size_t kLineElems = 64 / sizeof(Elem);
-#pragma omp parallel num_threads(threads)
-  {
-    const RowStreams mine = row_streams(n, static_cast<std::size_t>(omp_get_num_threads()),
-                                        static_cast<std::size_t>(omp_get_thread_num()), S);
-    const std::size_t apart = mine.length * k;
-    for (std::size_t t = 0; t < mine.length; ++t) {
-      const std::size_t rows = mine.streams_at(t, S);
-      const Elem* w0 = w + (mine.first + t) * k;
-      const Elem* next = request_next && t + 1 < mine.length ? w0 + k : nullptr;
-      Batch acc[S];
-      for (Batch& a : acc) a = Batch(0.0f);
-      if (rows == S) {
-        for (std::size_t i = 0; i < k_vec; i += kLanes) {
-          if (next != nullptr && i % kLineElems == 0) {
-            for (std::size_t r = 0; r < S; ++r) __builtin_prefetch(next + r * apart + i, 0, 2);
-          }
-          const Batch xb = Batch::load_unaligned(x + i);
-          for (std::size_t r = 0; r < S; ++r) {
-            acc[r] = xsimd::fma(simd::load_elems<D, Arch>(w0 + r * apart + i), xb, acc[r]);
-          }
+  for_each_stream_pass(n, S, threads, [&](const StreamPass& pass) {
+    const Elem* w0 = w + pass.row * k;
+    const Elem* next = request_next && !pass.last ? w0 + k : nullptr;
+    const std::size_t apart = pass.apart * k;
+    Batch acc[S];
+    for (Batch& a : acc) a = Batch(0.0f);
+    if (pass.rows == S) {
+      for (std::size_t i = 0; i < k_vec; i += kLanes) {
+        if (next != nullptr && i % kLineElems == 0) {
+          for (std::size_t r = 0; r < S; ++r) __builtin_prefetch(next + r * apart + i, 0, 2);
         }
-      } else {
-        for (std::size_t r = 0; r < rows; ++r) {
-          for (std::size_t i = 0; i < k_vec; i += kLanes) {
-            acc[r] = xsimd::fma(simd::load_elems<D, Arch>(w0 + r * apart + i),
-                                Batch::load_unaligned(x + i), acc[r]);
-          }
+        const Batch xb = Batch::load_unaligned(x + i);
+        for (std::size_t r = 0; r < S; ++r) {
+          acc[r] = xsimd::fma(simd::load_elems<D, Arch>(w0 + r * apart + i), xb, acc[r]);
         }
       }
-      for (std::size_t r = 0; r < rows; ++r) {
-        if (k_tail) {
-          acc[r] = xsimd::fma(simd::load_elems_partial<D, Arch>(w0 + r * apart + k_vec, k_tail),
-                              x_tail, acc[r]);
+    } else {
+      for (std::size_t r = 0; r < pass.rows; ++r) {
+        for (std::size_t i = 0; i < k_vec; i += kLanes) {
+          acc[r] = xsimd::fma(simd::load_elems<D, Arch>(w0 + r * apart + i),
+                              Batch::load_unaligned(x + i), acc[r]);
         }
-        y[mine.first + r * mine.length + t] = xsimd::hadd(acc[r]);
       }
     }
-  }
+    for (std::size_t r = 0; r < pass.rows; ++r) {
+      if (k_tail) {
+        acc[r] = xsimd::fma(simd::load_elems_partial<D, Arch>(w0 + r * apart + k_vec, k_tail),
+                            x_tail, acc[r]);
+      }
+      y[pass.row_of(r)] = xsimd::hadd(acc[r]);
+    }
+  });
 }
 
 }  // namespace kvscope
