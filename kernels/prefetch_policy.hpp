@@ -40,8 +40,9 @@ bool prefetch_shared_blocks_to_l1();
 // (kernels/weights/row_streams.hpp). Intel Xeon: yes (its hardware prefetcher stops at every
 // 4 KiB page; requesting the next block of rows made the 4096 x 11008 bf16 GEMV 0.92x the time
 // and the layer's bf16 decode step 0.93x, with blocks of adjacent rows; with streams,
-// unmeasured there). AMD: no. Zen 5 (2 threads, 2026-12-06), bf16 GEMV in 8 streams
-// requesting each stream 512 B to 16 KiB ahead: 0.84-0.95x of its read rate without.
+// unmeasured there). AMD: no. Zen 5 (2 threads, 2026-12-06), bf16 GEMV in 8 streams, each
+// stream requested ahead against none (2 alternations, 3 shapes): 0.88-1.03x the read rate
+// 512 B ahead, 0.79-1.00x at 2 KiB, 0.75-0.87x at 8 KiB, 0.71-1.02x at 16 KiB.
 bool prefetch_weight_rows();
 
 }  // namespace kvscope

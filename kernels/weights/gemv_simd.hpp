@@ -11,9 +11,9 @@ namespace kvscope {
 
 // y[n] = W[n × k] · x[k], W's elements of type D (f32, or f16/bf16 as raw 16-bit patterns,
 // widened to f32 in registers: exact). Four rows (one of each of four streams of rows,
-// row_streams.hpp) share each load of x; each row keeps one
-// vector accumulator (lane sums in k order modulo the lane count), the k % lanes tail is a
-// zero-padded vector, reduced at the end. Memory-bound: W is read once, x stays in L1/L2.
+// row_streams.hpp) share each load of x; each row keeps one vector accumulator (lane sums in
+// k order modulo the lane count), the k % lanes tail is a zero-padded vector, reduced at the
+// end. Memory-bound: W is read once, x stays in L1/L2.
 template <class Arch, KvDtype D>
 void gemv_kernel(const float* x, const void* w, std::size_t k, std::size_t n, float* y,
                  int threads);
