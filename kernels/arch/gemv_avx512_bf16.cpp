@@ -73,17 +73,18 @@ std::unique_ptr<std::uint16_t[]> round_rows_to_bf16(const float* x, std::size_t 
 // w0 + r · apart (apart = k: adjacent rows), r < rows ≤ R (rows past `rows` read zeros), · x rows b
 // < XT (at xb, `stride` elements apart), each lane in line order: the order gemv_bf16_dot sums in
 // for any R and XT, whether k is taken whole or in chunks. Accumulators stay in registers over the
-// lines (held in memory, every vdpbf16ps went through it). `next` (or nullptr): a line of the rows
-// read next is requested per line read (the same offset from `next` as from line l0). A block's
-// rows are streams 2 pages long (8 KiB each at k = 4096) that the hardware prefetcher ramps up
-// anew at every page; asked one block (32 KiB) ahead, the decode GEMV over a 4096 × 11008
-// bf16 matrix ran at 3.30 against 3.58 ms, and the layer's bf16 decode step at 16.1-16.6
-// against 17.4-18.0 ms (Intel Xeon, 2 threads). Asking 1-2 KiB ahead within each row helped
-// the bench but slowed the layer.
+// lines (held in memory, every vdpbf16ps went through it). Per line read, a line of the rows
+// read later is requested at the same offset from `next` into L2 (memory's latency) and from
+// `near` into L1 (L2's), each skipped where nullptr. Rows read a block at a time are streams 2
+// pages long (8 KiB each at k = 4096) that the hardware prefetcher ramps up anew at every page;
+// asked one block (32 KiB) ahead, the decode GEMV over a 4096 × 11008 bf16 matrix ran at 3.30
+// against 3.58 ms, and the layer's bf16 decode step at 16.1-16.6 against 17.4-18.0 ms (Intel
+// Xeon, 2 threads). Asking 1-2 KiB ahead within each row helped the bench but slowed the layer.
 template <std::size_t R, std::size_t XT>
 void dot_lines(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::size_t l0,
                std::size_t l1, const std::uint16_t* xb, std::size_t stride, __m512* sums,
-               bool first_chunk, const std::uint16_t* next, std::size_t apart) {
+               bool first_chunk, const std::uint16_t* next, std::size_t apart,
+               const std::uint16_t* near = nullptr) {
   __m512 acc[R][XT];
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t b = 0; b < XT; ++b)
@@ -98,6 +99,10 @@ void dot_lines(const std::uint16_t* w0, std::size_t k, std::size_t rows, std::si
     if (next != nullptr) {
       const std::size_t ahead = (l - l0) * kPairsPerLine;
       for (std::size_t r = 0; r < R; ++r) __builtin_prefetch(next + r * apart + ahead, 0, 2);
+    }
+    if (near != nullptr) {
+      const std::size_t ahead = (l - l0) * kPairsPerLine;
+      for (std::size_t r = 0; r < R; ++r) __builtin_prefetch(near + r * apart + ahead, 0, 3);
     }
     for (std::size_t b = 0; b < XT; ++b) {
       const __m512i xl = _mm512_loadu_si512(xb + b * stride + i);
@@ -182,8 +187,13 @@ const std::uint16_t* piece_start(const std::uint16_t* wd, std::size_t k, std::si
 }
 
 // One tile of x (rows [b0, b0 + count), count ≤ XT) over the panel of `blocks` blocks from
-// block `block`. Only the first tile requests pieces ahead: later tiles find the panel (192
-// KiB) in L2.
+// block `block`. Only the first tile requests pieces from memory (kPiecesAhead on): later tiles
+// find the panel (192 KiB) in L2. Every tile requests the next piece into L1 as it reads one:
+// the L1 prefetcher picks up each row's 2 KiB piece too late (perf: the samples on the loads of
+// W). AMD Zen 5, 2 threads, against without: the layer's batch-8 step (GQA-8 f32 cache, 2,000
+// tokens, bf16 weights) 1.13-1.15x the tokens/s in two sittings of 5-6 alternations
+// (BM_SmallBatch 8 rows 0.95-0.99x the time, 16 rows 0.93-0.95x, 32 rows 0.99-1.03x); two
+// pieces ahead 0.96x the gain's tokens/s, without the requests from memory 0.92x.
 template <std::size_t R, std::size_t XT>
 void panel_tile(const std::uint16_t* wd, std::size_t k, std::size_t n, std::size_t lines,
                 std::size_t whole_blocks, std::size_t block, std::size_t blocks,
@@ -197,8 +207,10 @@ void panel_tile(const std::uint16_t* wd, std::size_t k, std::size_t n, std::size
       const std::uint16_t* next = b0 == 0 ? piece_start<R>(wd, k, chunks, whole_blocks, block,
                                                            c * blocks + p + kPiecesAhead)
                                           : nullptr;
+      const std::uint16_t* near =
+          piece_start<R>(wd, k, chunks, whole_blocks, block, c * blocks + p + 1);
       dot_lines<R, XT>(wd + (block + p) * R * k, k, R, l0, l1, x + b0 * stride, stride, sums[p],
-                       c == 0, next, k);
+                       c == 0, next, k, near);
     }
   }
   for (std::size_t p = 0; p < blocks; ++p) {
