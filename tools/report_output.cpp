@@ -411,6 +411,11 @@ std::string explain_cache_fit(const std::vector<ReportRow>& rows) {
   return text;
 }
 
+double weights_read_gbps(const ReportRow& r) {
+  const double seconds = r.layer_weights_share * r.layer_seconds_median;
+  return seconds > 0 ? static_cast<double>(r.layer_weight_bytes) / seconds / 1e9 : 0.0;
+}
+
 std::string explain_layer_step(const std::vector<ReportRow>& rows) {
   const ReportRow* r = nullptr;
   for (const ReportRow& row : rows) {
@@ -418,21 +423,18 @@ std::string explain_layer_step(const std::vector<ReportRow>& rows) {
   }
   if (r == nullptr) return "";
   char buf[1000];
-  std::snprintf(
-      buf, sizeof buf,
-      "The full layer (%s %s, %s tokens, %s weights): a step takes %s and reads %s, "
-      "%s of weights and %s of cache. Timed inside the step: the projections "
-      "(reading the weights, %.1f GB/s) take %.0f%% of it, attention (reading the "
-      "cache) %.0f%%, the rest (norms, RoPE, SwiGLU, residuals) %.0f%%.\n",
-      r->variant.c_str(), std::string(to_string(r->kv_dtype)).c_str(),
-      with_commas(r->tokens).c_str(), std::string(to_string(r->weights_dtype)).c_str(),
-      format_seconds(r->layer_seconds_median).c_str(), mb(r->layer_bytes_per_step).c_str(),
-      mb(r->layer_weight_bytes).c_str(),
-      mb(r->layer_bytes_per_step - r->layer_weight_bytes).c_str(),
-      r->layer_weights_share > 0 ? static_cast<double>(r->layer_weight_bytes) /
-                                       (r->layer_weights_share * r->layer_seconds_median) / 1e9
-                                 : 0.0,
-      100 * r->layer_weights_share, 100 * r->layer_attention_share, 100 * r->layer_other_share);
+  std::snprintf(buf, sizeof buf,
+                "The full layer (%s %s, %s tokens, %s weights): a step takes %s and reads %s, "
+                "%s of weights and %s of cache. Timed inside the step: the projections "
+                "(reading the weights, %.1f GB/s) take %.0f%% of it, attention (reading the "
+                "cache) %.0f%%, the rest (norms, RoPE, SwiGLU, residuals) %.0f%%.\n",
+                r->variant.c_str(), std::string(to_string(r->kv_dtype)).c_str(),
+                with_commas(r->tokens).c_str(), std::string(to_string(r->weights_dtype)).c_str(),
+                format_seconds(r->layer_seconds_median).c_str(),
+                mb(r->layer_bytes_per_step).c_str(), mb(r->layer_weight_bytes).c_str(),
+                mb(r->layer_bytes_per_step - r->layer_weight_bytes).c_str(), weights_read_gbps(*r),
+                100 * r->layer_weights_share, 100 * r->layer_attention_share,
+                100 * r->layer_other_share);
   std::string text = buf;
   if (r->prefill_seconds > 0) {
     std::snprintf(buf, sizeof buf,
@@ -470,9 +472,9 @@ std::string report_batch_table(const std::vector<ReportRow>& rows) {
   std::string out;
   char line[300];
   const int vw = variant_width(rows);
-  std::snprintf(line, sizeof line, "%-*s %4s %-8s %7s %6s %12s %12s %12s %8s %8s %16s\n", vw,
+  std::snprintf(line, sizeof line, "%-*s %4s %-8s %7s %6s %12s %12s %12s %8s %11s %8s %16s\n", vw,
                 "variant", "kv", "cache", "tokens", "batch", "layer step", "layer t/s", "read/step",
-                "weights", "attn", "KV > weights at");
+                "weights", "weight GB/s", "attn", "KV > weights at");
   out += line;
   for (const ReportRow& r : rows) {
     if (r.layer_tokens_per_s <= 0) continue;
@@ -482,12 +484,13 @@ std::string report_batch_table(const std::vector<ReportRow>& rows) {
             ? "never"
             : with_commas(static_cast<std::uint64_t>(r.kv_overtakes_weights_tokens)) + " tokens";
     std::snprintf(line, sizeof line,
-                  "%-*s %4lld %-8s %7lld %6lld %12s %12.1f %12s %7.0f%% %7.0f%% %16s\n", vw,
+                  "%-*s %4lld %-8s %7lld %6lld %12s %12.1f %12s %7.0f%% %11.1f %7.0f%% %16s\n", vw,
                   r.variant.c_str(), static_cast<long long>(r.n_kv_heads),
                   to_string(r.kv_dtype).c_str(), static_cast<long long>(r.tokens),
                   static_cast<long long>(r.batch), format_seconds(r.layer_seconds_median).c_str(),
                   r.layer_tokens_per_s, mb(r.layer_bytes_per_step).c_str(),
-                  100 * r.layer_weights_share, 100 * r.layer_attention_share, overtakes.c_str());
+                  100 * r.layer_weights_share, weights_read_gbps(r), 100 * r.layer_attention_share,
+                  overtakes.c_str());
     out += line;
   }
   return out;
@@ -516,6 +519,23 @@ std::string explain_batches(const std::vector<ReportRow>& rows) {
             ? (" (at " + with_commas(r.tokens) + " tokens the cache already dominates)").c_str()
             : "");
     text += buf;
+    // Where the batch's projections read the weights slower than one token's do, say so: the
+    // B dot products per weight then cost time of their own.
+    const auto single = std::find_if(rows.begin(), rows.end(), [&](const ReportRow& o) {
+      return o.batch == 1 && o.tokens == r.tokens && o.n_kv_heads == r.n_kv_heads &&
+             o.kv_dtype == r.kv_dtype && o.window == 0 && weights_read_gbps(o) > 0;
+    });
+    if (r.batch > 1 && single != rows.end() &&
+        weights_read_gbps(r) < 0.9 * weights_read_gbps(*single)) {
+      std::snprintf(buf, sizeof buf,
+                    "Its projections read the weights at %.1f GB/s against %.1f at batch 1: "
+                    "the %lld dot products per weight take time the memory stream does not hide "
+                    "(bench/projection_bench BM_SmallBatchWarm times them with the weights in "
+                    "cache).\n",
+                    weights_read_gbps(r), weights_read_gbps(*single),
+                    static_cast<long long>(r.batch));
+      text += buf;
+    }
   }
   return text;
 }

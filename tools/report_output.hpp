@@ -34,9 +34,15 @@ std::string explain_cache_fit(const std::vector<ReportRow>& rows);
 std::string explain_paging(const std::vector<ReportRow>& rows);
 
 // The full layer's decode step per batch size: step time, tokens/s over the batch, bytes read
-// (weights once, every sequence's cache), the weights' and attention's shares, and the
-// context where the cache's bytes overtake the weights'. Rows without the layer are left out.
+// (weights once, every sequence's cache), the weights' share and the rate the projections read
+// them at, attention's share, and the context where the cache's bytes overtake the weights'.
+// Rows without the layer are left out.
 std::string report_batch_table(const std::vector<ReportRow>& rows);
+
+// GB/s at which a row's layer step read its weights: their bytes over the projections' share
+// of the step (0 without a timed layer). A batch's projections do B dot products per weight:
+// where this falls below batch 1's, that arithmetic is not hidden behind the memory stream.
+double weights_read_gbps(const ReportRow& row);
 
 // One sentence per batch size: the context at which KV-cache bytes read per step overtake
 // the weight bytes, for the first row of that batch.

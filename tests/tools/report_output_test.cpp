@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -76,6 +77,51 @@ TEST(ReportOutput, JsonRowsHaveTheDocumentedFields) {
   EXPECT_EQ(j[0]["cache_state"], "cold");
   EXPECT_EQ(j[0]["llc_bytes"], 32u << 20);
   EXPECT_EQ(j[0]["caches_allocated"], 40);
+}
+
+// The batch table's weight rate: 354.5 MB read in 74% of a 12.72 ms step is 37.7 GB/s; a row
+// without a timed layer reads none and is left out of the table.
+TEST(ReportOutput, BatchTableGivesTheRateTheProjectionsReadTheWeightsAt) {
+  std::vector<ReportRow> rows = fixed_rows();
+  ReportRow& r = rows[0];
+  r.batch = 8;
+  r.layer_tokens_per_s = 628.9;
+  r.layer_seconds_median = 12.72e-3;
+  r.layer_weight_bytes = 354'500'000;
+  r.layer_weights_share = 0.74;
+  r.layer_attention_share = 0.25;
+  r.layer_bytes_per_step = 485'500'000;
+  EXPECT_NEAR(weights_read_gbps(r), 37.66, 0.01);
+  EXPECT_EQ(weights_read_gbps(rows[1]), 0.0);
+  const std::string table = report_batch_table(rows);
+  EXPECT_NE(table.find("weight GB/s"), std::string::npos) << table;
+  EXPECT_NE(table.find(" 37.7 "), std::string::npos) << table;
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2) << table;  // header and one row
+}
+
+// A batch whose projections read the weights under 0.9x batch 1's rate gets a sentence saying
+// so; one at about batch 1's rate does not.
+TEST(ReportOutput, BatchSentenceNamesAWeightRateBelowBatchOnes) {
+  std::vector<ReportRow> rows = fixed_rows();
+  rows.resize(1);
+  ReportRow& one = rows[0];
+  one.batch = 1;
+  one.layer_tokens_per_s = 140;
+  one.layer_seconds_median = 7.133e-3;
+  one.layer_weight_bytes = 354'500'000;
+  one.layer_weights_share = 0.94;  // 52.9 GB/s
+  ReportRow eight = one;
+  eight.batch = 8;
+  eight.layer_seconds_median = 12.72e-3;
+  eight.layer_weights_share = 0.74;  // 37.7 GB/s
+  rows.push_back(eight);
+  std::string text = explain_batches(rows);
+  EXPECT_NE(text.find("read the weights at 37.7 GB/s against 52.9 at batch 1"), std::string::npos)
+      << text;
+  rows[1].layer_seconds_median = 7.6e-3;  // 50.4 GB/s: within 10% of batch 1
+  rows[1].layer_weights_share = 0.925;
+  text = explain_batches(rows);
+  EXPECT_EQ(text.find("read the weights at"), std::string::npos) << text;
 }
 
 TEST(ReportOutput, CsvHasHeaderAndOneLinePerRow) {
