@@ -54,9 +54,9 @@ using RoundedRows = std::unique_ptr<std::uint16_t[], FreeAligned>;
 // x [m × k] in bf16, rows `stride` elements apart, each zero-padded past k, then `pad_rows`
 // rows of zeros (the weights' tail is masked to zeros as well). 64-byte aligned, so that every
 // line of x the kernels load is one cache line: new[] gives 16-byte alignment, and where the
-// heap put x off a line each load touched two (AMD Zen 5, against new[] in one process's run of
-// projection_bench: BM_SmallBatchWarm 0.85-0.87x the time, 16 rows cold 0.88-0.91x; 8 rows,
-// the GEMV and the layer's step level, where x happened to sit well).
+// heap put x off a line each load touched two (AMD Zen 5, against new[], projection_bench:
+// BM_SmallBatchWarm 0.84-0.93x the time, 16 rows cold 0.86-0.92x, the GEMV 0.71-0.75x in three
+// rounds and level in two; the layer's step level, where x happened to sit on a line).
 // A plain array, not a std::vector: no template code compiled with these flags may be shared
 // with units built for other CPUs.
 RoundedRows round_rows_to_bf16(const float* x, std::size_t m, std::size_t k, std::size_t lines,
