@@ -104,6 +104,7 @@ nlohmann::json decode_json(const DecodeTimingRequest& r, const DecodeTiming& t,
           {"compute_unit", to_string(t.unit)},
           {"threads", r.threads},
           {"steps", t.step_seconds.size()},
+          {"warmup_steps", t.warmup_steps},
           {"attn_seconds_median", t.median_s},
           {"attn_seconds_min", t.min_s},
           {"attn_seconds_max", t.max_s},
@@ -147,10 +148,10 @@ void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t, const Dec
   std::printf("  cache read per step  %s\n", format_bytes(t.bytes_read_per_step).c_str());
   std::printf(
       "  step time            median %s ± %s (min %s, max %s) over %zu steps in %zu "
-      "repetitions after %d warm-up\n",
+      "repetitions after %d warm-up steps (%.0f ms or more)\n",
       format_seconds(t.median_s).c_str(), format_seconds(d.steps.stdev).c_str(),
       format_seconds(t.min_s).c_str(), format_seconds(t.max_s).c_str(), t.step_seconds.size(),
-      d.repetition_medians.size(), r.warmup_steps);
+      d.repetition_medians.size(), t.warmup_steps, r.warmup_s * 1e3);
   std::printf("  throughput           %.1f tokens/s, %.2f GB/s of cache read\n", t.tokens_per_s,
               t.gbps);
   if (d.verdict.unstable) std::printf("%s\n", warning_line(d.verdict).c_str());

@@ -70,18 +70,26 @@ std::string CachePlan::describe() const {
 }
 
 CachePlan plan_caches(std::uint64_t cache_bytes, std::uint64_t layers, CacheState state,
-                      ColdMethod method, std::uint64_t llc_bytes, std::uint64_t memory_bytes) {
+                      ColdMethod method, std::uint64_t llc_bytes, std::uint64_t memory_bytes,
+                      int threads) {
   if (cache_bytes == 0) throw std::invalid_argument("cache bytes must be at least 1, got 0");
   if (layers == 0) throw std::invalid_argument("layers must be at least 1, got 0");
+  if (threads < 1) {
+    throw std::invalid_argument("threads must be at least 1, got " + std::to_string(threads));
+  }
   CachePlan plan{.state = state,
                  .method = ColdMethod::copies,
                  .cache_bytes = cache_bytes,
                  .layers = layers,
                  .caches = layers,
-                 .llc_bytes = llc_bytes};
+                 .llc_bytes = llc_bytes,
+                 .threads = threads};
   if (state == CacheState::warm) return plan;
-  // (caches − 1) · cache_bytes > 2 · llc_bytes.
-  const std::uint64_t needed = checked_mul(llc_bytes, 2, "cold cache bytes") / cache_bytes + 2;
+  // (caches − 1) · cache_bytes > kColdSpanPerThread · llc_bytes · threads.
+  const std::uint64_t span =
+      checked_mul(checked_mul(llc_bytes, kColdSpanPerThread, "cold cache bytes"),
+                  static_cast<std::uint64_t>(threads), "cold cache bytes");
+  const std::uint64_t needed = span / cache_bytes + 2;
   const std::uint64_t copies = std::max<std::uint64_t>(layers, needed);
   const bool copies_fit = copies <= memory_bytes / 2 / cache_bytes;
   if (method == ColdMethod::flush || (method == ColdMethod::automatic && !copies_fit)) {
@@ -99,7 +107,8 @@ void require_plan_memory(const CachePlan& plan, std::string_view what) {
                     (plan.caches == 1 ? "" : "s") + " of " + with_commas(plan.cache_bytes) +
                     " bytes";
   if (plan.state == CacheState::cold && plan.method == ColdMethod::copies) {
-    why += ", to stream more than 2 × the " + with_commas(plan.llc_bytes) +
+    why += ", to stream more than " + std::to_string(kColdSpanPerThread * plan.threads) +
+           " × the " + with_commas(plan.llc_bytes) +
            "-byte last-level cache between two reads of one";
   }
   require_memory(total, why + ")");

@@ -67,7 +67,7 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
     t.llc_source = detected.source;
   }
   t.plan = plan_caches(config.kv_cache_bytes(r.kv_dtype), static_cast<std::uint64_t>(r.layers),
-                       r.cache_state, r.cold_method, llc, physical_memory_bytes());
+                       r.cache_state, r.cold_method, llc, physical_memory_bytes(), r.threads);
   require_plan_memory(t.plan, "this decode measurement");
 
   KvCache first = r.kv_layout.paged() ? KvCache(config, r.kv_dtype,
@@ -93,10 +93,10 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
     }
   };
 
-  for (int i = 0; i < r.warmup_steps; ++i) {
+  t.warmup_steps = warm_up(r.warmup_steps, r.warmup_s, [&] {
     step();
     caches.end_step(r.threads);
-  }
+  });
   using clock = std::chrono::steady_clock;
   double timed = 0.0;  // seconds inside timed steps; flushes between them do not count
   while (static_cast<int>(t.step_seconds.size()) < r.steps || timed < r.duration_s) {

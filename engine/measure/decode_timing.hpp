@@ -23,9 +23,10 @@ struct DecodeTimingRequest {
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
   int threads = 1;
-  int warmup_steps = 2;     // run first, not timed
-  int steps = 20;           // timed steps (at least this many)
-  double duration_s = 0.0;  // if > 0, keep stepping until this many seconds have passed
+  int warmup_steps = 2;              // run first, not timed
+  double warmup_s = kWarmupSeconds;  // and untimed steps continue until this many seconds
+  int steps = 20;                    // timed steps (at least this many)
+  double duration_s = 0.0;           // if > 0, keep stepping until this many seconds have passed
   std::uint64_t seed = 1;
   std::int64_t layers = 1;  // a model's step reads this many layers' caches, in order
   CacheState cache_state = CacheState::cold;
@@ -45,15 +46,16 @@ struct DecodeTiming {
   CachePlan plan;                            // the caches allocated and how they were kept cold
   std::string llc_source;                    // where plan.llc_bytes came from
   ComputeUnit unit = ComputeUnit::fp32_fma;  // the unit the kernel ran on
+  int warmup_steps = 0;                      // untimed steps run before the timed ones
 };
 
 // Fills a cache of `tokens` random K/V rows (seeded) and clones it into the caches of
 // plan_caches() (the `layers` of a model, and for a cold measurement enough copies to pass
-// twice the last-level cache between two reads of one), then times steps: one step runs
-// one-query attention (all heads; scores over the whole cache, softmax, AV) over `layers`
-// caches in order. Throws std::invalid_argument for sizes below 1, heads that do not
-// divide, or steps < 1; std::length_error, before allocating, when the caches cannot fit
-// in memory.
+// 4 × the last-level cache per thread between two reads of one), then, after kWarmupSeconds
+// of untimed steps, times steps: one step runs one-query attention (all heads; scores over the
+// whole cache, softmax, AV) over `layers` caches in order. Throws std::invalid_argument for
+// sizes below 1, heads that do not divide, or steps < 1; std::length_error, before allocating,
+// when the caches cannot fit in memory.
 DecodeTiming time_attention_decode(const DecodeTimingRequest& request);
 
 // Appends `tokens` rows of seeded random K and V (uniform in ±1, [n × kv_width] each) through

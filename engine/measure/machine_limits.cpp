@@ -50,7 +50,8 @@ double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, in
   return static_cast<double>(buffer.bytes()) / median(seconds) / 1e9;
 }
 
-double measure_read_bandwidth_gbps(const CachePlan& plan, Isa isa, int threads, int repeats) {
+double measure_read_bandwidth_gbps(const CachePlan& plan, Isa isa, int threads, int repeats,
+                                   double warmup_s) {
   require_plan_memory(plan, "the read-loop ceiling");
   // Each copy starts on its own page, like a separately allocated cache.
   const std::size_t stride = (plan.cache_bytes + 4095) / 4096 * 4096;
@@ -67,8 +68,10 @@ double measure_read_bandwidth_gbps(const CachePlan& plan, Isa isa, int threads, 
   const auto flush_step = [&] {
     if (flush) flush_from_caches(buffer.data(), buffer.bytes(), threads);
   };
-  sweep_step();  // warm-up
-  flush_step();
+  warm_up(1, warmup_s, [&] {
+    sweep_step();
+    flush_step();
+  });
   std::vector<double> seconds;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();

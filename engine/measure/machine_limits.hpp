@@ -16,9 +16,11 @@ double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, in
 // The read loop under a decode measurement's plan: plan.caches buffers of plan.cache_bytes
 // (one allocation), each timed repeat sweeping the next plan.layers of them in rotation, as
 // a decode step reads its caches; with the flush method the buffers just read are flushed
-// after each repeat (untimed). Median GB/s over `repeats` after one warm-up repeat. Checks
+// after each repeat (untimed). Median GB/s over `repeats` after untimed repeats for at least
+// one and `warmup_s` seconds (kWarmupSeconds, as the decode steps it is compared with). Checks
 // memory before allocating.
-double measure_read_bandwidth_gbps(const CachePlan& plan, Isa isa, int threads, int repeats = 7);
+double measure_read_bandwidth_gbps(const CachePlan& plan, Isa isa, int threads, int repeats = 7,
+                                   double warmup_s = kWarmupSeconds);
 
 // Median GFLOP/s of `repeats` runs of independent FMA chains on every thread.
 double measure_fma_peak_gflops(Isa isa, int threads, int repeats = 5);

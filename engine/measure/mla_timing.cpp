@@ -45,7 +45,7 @@ DecodeTiming time_mla_attention_decode(const DecodeTimingRequest& r, std::int64_
     t.llc_source = detected.source;
   }
   t.plan = plan_caches(config.kv_cache_bytes(KvDtype::f32), static_cast<std::uint64_t>(r.layers),
-                       r.cache_state, r.cold_method, llc, physical_memory_bytes());
+                       r.cache_state, r.cold_method, llc, physical_memory_bytes(), r.threads);
   require_plan_memory(t.plan, "this MLA decode measurement");
 
   // The same seeded rows in every cache of the plan (a cold copy differs only in address).
@@ -80,10 +80,10 @@ DecodeTiming time_mla_attention_decode(const DecodeTimingRequest& r, std::int64_
     for (const MlaAttention* cache : read)
       flush_from_caches(cache->row(0), cache->bytes(), r.threads);
   };
-  for (int i = 0; i < r.warmup_steps; ++i) {
+  t.warmup_steps = warm_up(r.warmup_steps, r.warmup_s, [&] {
     step();
     end_step();
-  }
+  });
   using clock = std::chrono::steady_clock;
   double timed = 0.0;
   while (static_cast<int>(t.step_seconds.size()) < r.steps || timed < r.duration_s) {

@@ -18,53 +18,63 @@ constexpr std::uint64_t kMiB = 1 << 20, kPlenty = std::uint64_t{1} << 40;
 
 TEST(CachePlan, WarmReadsTheLayersCaches) {
   const CachePlan p =
-      plan_caches(kMiB, 3, CacheState::warm, ColdMethod::automatic, 4 * kMiB, kPlenty);
+      plan_caches(kMiB, 3, CacheState::warm, ColdMethod::automatic, 4 * kMiB, kPlenty, 1);
   EXPECT_EQ(p.caches, 3u);
   EXPECT_EQ(p.describe(), "warm");
 }
 
-TEST(CachePlan, ColdCopiesPassTwiceTheLastLevelCacheBetweenReads) {
+TEST(CachePlan, ColdCopiesPassFourLastLevelCachesPerThreadBetweenReads) {
   const CachePlan p =
-      plan_caches(kMiB, 1, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty);
+      plan_caches(kMiB, 1, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty, 1);
   EXPECT_EQ(p.method, ColdMethod::copies);
-  EXPECT_EQ(p.caches, 10u);  // 9 others × 1 MiB > 8 MiB; 8 would not be more than 8
-  EXPECT_GT(p.bytes_between_reads(), 2 * p.llc_bytes);
-  EXPECT_LE(p.bytes_between_reads() - p.cache_bytes, 2 * p.llc_bytes);
-  EXPECT_EQ(p.total_bytes(), 10 * kMiB);
+  EXPECT_EQ(p.caches, 18u);  // 17 others × 1 MiB > 16 MiB; 16 would not be more than 16
+  EXPECT_GT(p.bytes_between_reads(), 4 * p.llc_bytes);
+  EXPECT_LE(p.bytes_between_reads() - p.cache_bytes, 4 * p.llc_bytes);
+  EXPECT_EQ(p.total_bytes(), 18 * kMiB);
   // Odd sizes round the right way.
   const CachePlan odd =
-      plan_caches(3 * kMiB, 1, CacheState::cold, ColdMethod::copies, 4 * kMiB, kPlenty);
-  EXPECT_GT(odd.bytes_between_reads(), 8 * kMiB);
-  EXPECT_EQ(odd.caches, 4u);
+      plan_caches(3 * kMiB, 1, CacheState::cold, ColdMethod::copies, 4 * kMiB, kPlenty, 1);
+  EXPECT_GT(odd.bytes_between_reads(), 16 * kMiB);
+  EXPECT_EQ(odd.caches, 7u);
+}
+
+TEST(CachePlan, EveryThreadMayHaveItsOwnLastLevelCache) {
+  const CachePlan two =
+      plan_caches(kMiB, 1, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty, 2);
+  EXPECT_EQ(two.caches, 34u);  // 33 × 1 MiB > 2 threads × 4 × 4 MiB
+  EXPECT_EQ(two.threads, 2);
+  EXPECT_GT(two.bytes_between_reads(), 2 * 4 * two.llc_bytes);
+  EXPECT_THROW(plan_caches(kMiB, 1, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty, 0),
+               std::invalid_argument);
 }
 
 TEST(CachePlan, AModelsOwnLayersAreEnoughWhenTheyExceedTheCache) {
   const CachePlan p =
-      plan_caches(kMiB, 32, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty);
+      plan_caches(kMiB, 32, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty, 1);
   EXPECT_EQ(p.caches, 32u);
   EXPECT_EQ(p.method, ColdMethod::copies);
   const CachePlan few =
-      plan_caches(kMiB, 3, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty);
-  EXPECT_EQ(few.caches, 10u);
+      plan_caches(kMiB, 3, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty, 1);
+  EXPECT_EQ(few.caches, 18u);
 }
 
 TEST(CachePlan, FlushWhenCopiesDoNotFitOrWhenAsked) {
   const CachePlan p = plan_caches(kMiB, 2, CacheState::cold, ColdMethod::automatic, 4 * kMiB,
-                                  8 * kMiB);  // copies would need 10 MiB of 8
+                                  32 * kMiB, 1);  // copies would need 18 MiB of half of 32
   EXPECT_EQ(p.method, ColdMethod::flush);
   EXPECT_EQ(p.caches, 2u);
   EXPECT_EQ(p.describe(), "cold (flushed after each step)");
-  EXPECT_EQ(plan_caches(kMiB, 1, CacheState::cold, ColdMethod::flush, 4 * kMiB, kPlenty).caches,
+  EXPECT_EQ(plan_caches(kMiB, 1, CacheState::cold, ColdMethod::flush, 4 * kMiB, kPlenty, 1).caches,
             1u);
 }
 
 TEST(CachePlan, RefusesZeroSizesAndPlansLargerThanMemory) {
-  EXPECT_THROW(plan_caches(0, 1, CacheState::cold, ColdMethod::automatic, kMiB, kPlenty),
+  EXPECT_THROW(plan_caches(0, 1, CacheState::cold, ColdMethod::automatic, kMiB, kPlenty, 1),
                std::invalid_argument);
-  EXPECT_THROW(plan_caches(kMiB, 0, CacheState::cold, ColdMethod::automatic, kMiB, kPlenty),
+  EXPECT_THROW(plan_caches(kMiB, 0, CacheState::cold, ColdMethod::automatic, kMiB, kPlenty, 1),
                std::invalid_argument);
-  const CachePlan huge =
-      plan_caches(kMiB, 1, CacheState::cold, ColdMethod::copies, std::uint64_t{1} << 50, kPlenty);
+  const CachePlan huge = plan_caches(kMiB, 1, CacheState::cold, ColdMethod::copies,
+                                     std::uint64_t{1} << 50, kPlenty, 1);
   try {
     require_plan_memory(huge, "the test");
     FAIL() << "accepted copies larger than memory";
@@ -98,10 +108,10 @@ TEST(CacheRotation, AllocatesThePlannedCopiesWithTheSameBytes) {
   KvCache first = filled_cache();
   const std::size_t bytes = first.bytes();
   const CachePlan plan =
-      plan_caches(bytes, 2, CacheState::cold, ColdMethod::copies, 3 * bytes, kPlenty);
-  ASSERT_EQ(plan.caches, 8u);  // 7 × bytes > 6 × bytes
+      plan_caches(bytes, 2, CacheState::cold, ColdMethod::copies, bytes, kPlenty, 2);
+  ASSERT_EQ(plan.caches, 10u);  // 9 × bytes > 2 threads × 4 × bytes
   CacheRotation rotation(plan, std::move(first));
-  ASSERT_EQ(rotation.size(), 8u);
+  ASSERT_EQ(rotation.size(), 10u);
   const KvView a = rotation.cache(0).view();
   for (std::size_t i = 1; i < rotation.size(); ++i) {
     const KvView b = rotation.cache(i).view();
@@ -112,11 +122,11 @@ TEST(CacheRotation, AllocatesThePlannedCopiesWithTheSameBytes) {
   }
 }
 
-TEST(CacheRotation, EveryReadHasTwiceTheLastLevelCacheSinceTheLastReadOfItsCache) {
+TEST(CacheRotation, EveryReadHasFourLastLevelCachesSinceTheLastReadOfItsCache) {
   KvCache first = filled_cache();
   const std::size_t bytes = first.bytes();
   const CachePlan plan =
-      plan_caches(bytes, 3, CacheState::cold, ColdMethod::copies, 5 * bytes / 2, kPlenty);
+      plan_caches(bytes, 3, CacheState::cold, ColdMethod::copies, 5 * bytes / 2, kPlenty, 1);
   CacheRotation rotation(plan, std::move(first));
   for (int step = 0; step < 7; ++step) {
     for (std::size_t l = 0; l < plan.layers; ++l) (void)rotation.next();
@@ -128,7 +138,7 @@ TEST(CacheRotation, EveryReadHasTwiceTheLastLevelCacheSinceTheLastReadOfItsCache
   std::size_t reread = 0;
   for (std::size_t i = 0; i < order.size(); ++i) {
     if (auto it = last.find(order[i]); it != last.end()) {
-      EXPECT_GT((i - it->second - 1) * bytes, 2 * plan.llc_bytes) << "read " << i;
+      EXPECT_GT((i - it->second - 1) * bytes, 4 * plan.llc_bytes) << "read " << i;
       ++reread;
     }
     last[order[i]] = i;
@@ -142,7 +152,7 @@ TEST(CacheRotation, FlushMethodFlushesAfterEachStepAndKeepsTheData) {
   KvCache first = filled_cache();
   const KvCache reference = first.clone();
   const CachePlan plan =
-      plan_caches(first.bytes(), 1, CacheState::cold, ColdMethod::flush, kMiB, kPlenty);
+      plan_caches(first.bytes(), 1, CacheState::cold, ColdMethod::flush, kMiB, kPlenty, 1);
   CacheRotation rotation(plan, std::move(first));
   ASSERT_EQ(rotation.size(), 1u);
   for (int step = 0; step < 3; ++step) {
@@ -173,12 +183,13 @@ TEST(DecodeTiming, ColdCyclesCopiesOrFallsBackOrRefuses) {
                                  .n_kv_heads = 2,
                                  .head_dim = 16,
                                  .tokens = 64,
+                                 .threads = 2,
                                  .steps = 2,
                                  .llc_bytes = 64 << 10};
   const DecodeTiming cold = time_attention_decode(base);
   EXPECT_EQ(cold.plan.state, CacheState::cold);
   EXPECT_EQ(cold.plan.method, ColdMethod::copies);
-  EXPECT_EQ(cold.plan.caches, (2u * (64 << 10)) / cold.plan.cache_bytes + 2);
+  EXPECT_EQ(cold.plan.caches, (4u * 2 * (64 << 10)) / cold.plan.cache_bytes + 2);  // 2 threads
   EXPECT_EQ(cold.llc_source, "given");
 
   DecodeTimingRequest huge = base;
@@ -198,13 +209,13 @@ TEST(DecodeTiming, ColdCyclesCopiesOrFallsBackOrRefuses) {
 
 TEST(MachineLimits, ColdReadLoopRunsThePlanAndRefusesWhatCannotFit) {
   const CachePlan plan =
-      plan_caches(64 << 10, 2, CacheState::cold, ColdMethod::copies, 256 << 10, kPlenty);
+      plan_caches(64 << 10, 2, CacheState::cold, ColdMethod::copies, 256 << 10, kPlenty, 1);
   EXPECT_GT(measure_read_bandwidth_gbps(plan, Isa::scalar, 1, 3), 0.0);
   const CachePlan flush =
-      plan_caches(64 << 10, 1, CacheState::cold, ColdMethod::flush, 256 << 10, kPlenty);
+      plan_caches(64 << 10, 1, CacheState::cold, ColdMethod::flush, 256 << 10, kPlenty, 1);
   EXPECT_GT(measure_read_bandwidth_gbps(flush, Isa::scalar, 1, 3), 0.0);
-  const CachePlan huge =
-      plan_caches(kMiB, 1, CacheState::cold, ColdMethod::copies, std::uint64_t{1} << 50, kPlenty);
+  const CachePlan huge = plan_caches(kMiB, 1, CacheState::cold, ColdMethod::copies,
+                                     std::uint64_t{1} << 50, kPlenty, 1);
   EXPECT_THROW(measure_read_bandwidth_gbps(huge, Isa::scalar, 1, 3), std::length_error);
 }
 

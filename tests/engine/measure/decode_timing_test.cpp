@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <stdexcept>
 
 namespace kvscope {
@@ -22,6 +23,28 @@ TEST(DecodeTiming, CountsBytesAndStepsAndDerivesRates) {
   EXPECT_LE(t.median_s, t.max_s);
   EXPECT_DOUBLE_EQ(t.tokens_per_s, 1.0 / t.median_s);
   EXPECT_DOUBLE_EQ(t.gbps, t.bytes_read_per_step / t.median_s / 1e9);
+}
+
+// Untimed steps run for warmup_s (the steps are far shorter than 20 ms) and at least
+// warmup_steps of them; none of them is among the timed steps.
+TEST(DecodeTiming, WarmsUpForItsSecondsBeforeTiming) {
+  using clock = std::chrono::steady_clock;
+  const DecodeTimingRequest request{.n_heads = 2,
+                                    .n_kv_heads = 1,
+                                    .head_dim = 16,
+                                    .tokens = 32,
+                                    .warmup_steps = 2,
+                                    .warmup_s = 0.02,
+                                    .steps = 3,
+                                    .cache_state = CacheState::warm};
+  const auto begin = clock::now();
+  const DecodeTiming t = time_attention_decode(request);
+  EXPECT_GE(std::chrono::duration<double>(clock::now() - begin).count(), 0.02);
+  EXPECT_GT(t.warmup_steps, 2);
+  EXPECT_EQ(t.step_seconds.size(), 3u);
+  DecodeTimingRequest steps_only = request;
+  steps_only.warmup_s = 0.0;
+  EXPECT_EQ(time_attention_decode(steps_only).warmup_steps, 2);
 }
 
 TEST(DecodeTiming, RejectsBadRequests) {

@@ -94,7 +94,10 @@ TEST(ReportArithmetic, ColdPeakBytesCountTheCopies) {
                        .ffn_size = 128,
                        .capacity = 100 + 3 + 2});
   const std::uint64_t cache = c.kv_cache_bytes(KvDtype::f32);
-  EXPECT_EQ(report_peak_bytes(r), ((2u << 20) / cache + 2) * cache);
+  EXPECT_EQ(report_peak_bytes(r), ((4u << 20) / cache + 2) * cache);  // 4 × LLC, 1 thread
+  r.threads = 2;
+  EXPECT_EQ(report_peak_bytes(r), ((8u << 20) / cache + 2) * cache);
+  r.threads = 1;
   r.cache_state = CacheState::warm;
   EXPECT_EQ(report_peak_bytes(r), 2 * cache);
 }
