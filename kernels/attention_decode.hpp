@@ -432,8 +432,14 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // One query per head reading pages shorter than a block in place: a page at a time, heads in
   // groups (PageGroupPrefetcher), or each piece requesting the next (run_page_part), rather than
   // blocks across pages (on Zen 5, blocks of 64 across 4 pages of 16 took 1.16x the contiguous
-  // step, a page at a time with the next piece requested 0.97x).
-  const bool page_groups = by_page && direct && g == 1 && kv.page_tokens < kKeyBlock;
+  // step, a page at a time with the next piece requested 0.97x). Where single rows are not
+  // requested ahead (AMD), longer pages too: their blocks, read by run_key_range, requested
+  // nothing, and the prefetchers alone followed the page's K and V runs slowly. MHA decode at
+  // 2,000 tokens on Zen 5 (2 threads, cold), against the contiguous step: pages of 64 from
+  // 1.48-1.51x to 1.09-1.14x (int8, exact), 1.10x to 1.03x (bf16); pages of 128 from 1.76-1.84x
+  // to 1.25-1.27x (int8) and 1.26x to 1.15x (bf16); f32 level.
+  const bool page_groups =
+      by_page && direct && g == 1 && (kv.page_tokens < kKeyBlock || !single_rows_ahead);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
