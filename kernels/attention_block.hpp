@@ -405,6 +405,17 @@ inline NextBlock page_read_next(const KvView& kv, std::size_t kvh0, std::size_t 
   return NextBlock::at(kv, kvh0, b1, page_part_rows(kv, b1, end, min_rows));
 }
 
+// The part `parts` on from head kvh0 + i's rows [b0, b0 + nb) of a page in that reading order
+// (parts < heads): a later head's rows of the page, else an earlier head's of the next page.
+inline NextBlock page_read_ahead(const KvView& kv, std::size_t kvh0, std::size_t heads,
+                                 std::size_t i, std::size_t b0, std::size_t nb, std::size_t end,
+                                 std::size_t parts) {
+  std::size_t j = i + parts, pos = b0;
+  if (j >= heads) j -= heads, pos = b0 + nb;
+  if (j >= heads || pos >= end) return NextBlock{};
+  return NextBlock::at(kv, kvh0 + j, pos, kv.block_rows(pos, end, kv.page_tokens));
+}
+
 // Keys [t0, t1) of kv heads [kvh0, kvh0 + heads) page by page, each page's heads in turn:
 // part(i, b0, b1, next) for head kvh0 + i's rows [b0, b1) of a page, `next` what is read after.
 // min_rows > 0: parts of that many rows, from as many pages as they span (page_part_rows), for

@@ -94,6 +94,9 @@ struct DecodeScratch {
   // A paged cache read a page at a time by one query per head: its groups of heads' requests,
   // which every block takes a line of per line read (nullptr: blocks request the next block).
   PageGroupPrefetcher* page_group = nullptr;
+  // A paged cache read a page at a time where single rows are not requested ahead: the part
+  // requested while a part of one block is read (see run_page_part).
+  NextBlock page_ahead;
   // One query per head, rows read in place: whether they are also requested ahead in software
   // (prefetch_single_query_rows(); without, the hardware prefetchers stream them alone).
   bool prefetch_single_rows = true;
@@ -138,7 +141,9 @@ void attend_block_all(QueryState* st, std::size_t count, const KeyBlock<D>& blk,
 //   ran it slowly: a read loop over that layout (pages of 16 tokens, f32 rows of 128, 32
 //   heads) at 24-31 GB/s, against 50 over a contiguous cache's and 48 with these requests
 //   (Zen 5, 1 thread). MHA f32 decode at 2,000 tokens over pages of 16 took 0.68x the time
-//   (1 thread) and 0.69x (2 threads, cold); bf16 0.66x, f16 0.69x.
+//   (1 thread) and 0.69x (2 threads, cold); bf16 0.66x, f16 0.69x. A part of one block under
+//   8 KiB (ws.page_ahead, set by decode_with) requests instead the keys and values of the
+//   part 8 KiB or more on.
 template <class A, KvDtype D>
 void run_page_part(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1,
                    QueryState& st, std::size_t nv, const DecodeScratch<A>& ws) {
@@ -160,6 +165,13 @@ void run_page_part(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
                     v_scale};
     if (ws.prefetch_single_rows) {
       blk.k_lines = &ws.page_group->key_lines(), blk.v_lines = &ws.page_group->value_lines();
+      attend_block<A, D, true>(st, blk, nv, ws.s, ws.p);
+      continue;
+    }
+    if (nb == t1 - t0 && ws.page_ahead.rows > 0) {
+      PageRunPrefetcher keys_ahead(ws.page_ahead.k, ws.page_ahead.rows * kv.k_row_bytes());
+      PageRunPrefetcher values_ahead(ws.page_ahead.v, ws.page_ahead.rows * kv.v_row_bytes());
+      blk.k_lines = &keys_ahead, blk.v_lines = &values_ahead;
       attend_block<A, D, true>(st, blk, nv, ws.s, ws.p);
       continue;
     }
@@ -440,6 +452,19 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // to 1.25-1.27x (int8) and 1.26x to 1.15x (bf16); f32 level.
   const bool page_groups =
       by_page && direct && g == 1 && (kv.page_tokens < kKeyBlock || !single_rows_ahead);
+  // Parts of a page under kPartsAheadBytes (K and V rows of one head) are requested that far
+  // ahead, a whole number of parts on (page_read_ahead), rather than each part's values while
+  // its keys are read and the next part's keys while its values are (run_page_part): int8 rows
+  // of 128 in pages of 16 make parts of 4 KiB, and the requests came 2 KiB ahead, too late.
+  // MHA int8 decode over pages of 16 on Zen 5 (2 threads, cold, widening), against the
+  // contiguous step: 1.22-1.53x before, 1.10-1.17x one part ahead, 1.05-1.07x two (at 2,000
+  // and 32,768 tokens), 1.07-1.21x four. bf16's parts of 8 KiB kept the pairwise requests: one
+  // part ahead took 1.03-1.10x against their 1.01-1.06x.
+  constexpr std::size_t kPartsAheadBytes = 8 * 1024;
+  const std::size_t part_bytes = kv.page_tokens * (kv.k_row_bytes() + kv.v_row_bytes());
+  const std::size_t parts_ahead = page_groups && !single_rows_ahead && part_bytes < kPartsAheadBytes
+                                      ? (kPartsAheadBytes + part_bytes - 1) / part_bytes
+                                      : 0;
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
@@ -492,6 +517,10 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
                            page_group.at_part(kv, kvh0, i, b0, b1, t1);
                          }
                          ws.after_range = next;
+                         if (parts_ahead > 0) {
+                           ws.page_ahead = page_read_ahead(kv, kvh0, heads_per_item, i, b0, b1 - b0,
+                                                           t1, parts_ahead);
+                         }
                          runner.run(kv, kvh0 + i, b0, b1, st + i * g, g, nv, direct, ws);
                        });
         ws.after_range = NextBlock{};
