@@ -22,7 +22,7 @@ void attend(const AttentionProblem& problem, Isa isa, int threads, ComputeMode m
   const std::size_t group = problem.n_heads / problem.kv.n_kv_heads;
   const ComputeUnit unit =
       attention_compute_unit(problem.kv.types(), isa, mode, problem.n_queries * group,
-                             problem.kv.head_dim, problem.kv.paged());
+                             problem.kv.head_dim, problem.kv.paged() ? problem.kv.page_tokens : 0);
   if (unit != ComputeUnit::fp32_fma) return simd::attend_dot_unit(problem, unit, threads);
   switch (isa) {
     case Isa::scalar:

@@ -170,7 +170,7 @@ void run(const RunOptions& o, const RunChoices& choices) {
                     ? std::string("MLA (latent cache, absorbed decode)")
                     : "on " + std::string(to_string(attention_compute_unit(
                                   kv_dtype, isa, compute, config.n_heads() / config.n_kv_heads(),
-                                  config.head_dim(), o.kv_layout.paged()))))
+                                  config.head_dim(), o.kv_layout.page_tokens))))
             << " in decode, " << o.threads << " threads\n"
             << "memory: peak RSS " << format_bytes(peak_rss_bytes()) << "; layer weights "
             << format_bytes(weight_bytes) << " (" << to_string(weights_dtype)

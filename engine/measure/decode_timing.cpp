@@ -118,7 +118,7 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
   t.layer_median_s = t.median_s / static_cast<double>(r.layers);
   t.unit = attention_compute_unit(r.kv_dtype, r.isa, r.compute,
                                   static_cast<std::size_t>(r.n_heads / r.n_kv_heads), r.head_dim,
-                                  r.kv_layout.paged());
+                                  r.kv_layout.page_tokens);
   t.tokens_per_s = 1.0 / t.median_s;
   t.gbps = static_cast<double>(t.bytes_read_per_step) / t.median_s / 1e9;
   return t;

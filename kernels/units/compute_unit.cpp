@@ -89,7 +89,7 @@ bool cpu_has(ComputeUnit unit) {
 }
 
 ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
-                                   std::size_t head_dim, bool paged) {
+                                   std::size_t head_dim, std::size_t page_tokens) {
   if (mode == ComputeMode::exact || isa != Isa::avx512 || !types.same()) {
     return ComputeUnit::fp32_fma;
   }
@@ -113,9 +113,14 @@ ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std
   // One query per kv head of a contiguous cache on a CPU that streams its rows without
   // software prefetches: the widening kernel then reads faster than VNNI (which quantizes each
   // block's weights and interleaves its values). Zen 4, MHA int8 decode, 2 threads, cold:
-  // 0.66-0.76x VNNI's time at 2,000 tokens, 0.66-0.79x at 32,768. Over pages of 16 it took
-  // 1.25x VNNI's time (a block per 16 keys costs int8's short rows more), so pages keep VNNI.
-  const bool widening_streams = sharing == 1 && !paged && !prefetch_single_query_rows();
+  // 0.66-0.76x VNNI's time at 2,000 tokens, 0.66-0.79x at 32,768. Over pages shorter than its
+  // block of 64 keys too, since it requests their parts 8 KiB ahead (attention_decode.hpp):
+  // Zen 5, pages of 16, 1.04-1.10x the contiguous step against VNNI's 1.23-1.33x, pages of 32
+  // 1.11-1.20x against 1.15-1.33x. Longer pages keep VNNI (pages of 128: 1.09-1.13x against
+  // the widening kernel's 1.20-1.24x).
+  constexpr std::size_t kWideningPagesBelow = 64;
+  const bool widening_streams =
+      sharing == 1 && page_tokens < kWideningPagesBelow && !prefetch_single_query_rows();
   if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8) && !widening_streams) {
     return ComputeUnit::vnni_int8;
   }

@@ -72,9 +72,9 @@ TEST_P(AttentionPaged, EqualsContiguousLayout) {
 
 // Decode over a paged cache of many kv heads runs items of up to 8 heads
 // (page_heads_per_item): 12 kv heads make 2 items of 6 per chunk, 9 make 3 of 3, so items
-// start at kv heads other than 0. Exact on every ISA, and fast (int8 on VNNI, whose weights'
-// rounding moves with the chunks: 2/254 of max |v|, as the dot-unit tests hold it), against
-// the contiguous layout; threads change no bit.
+// start at kv heads other than 0. Exact on every ISA, and fast (int8 on VNNI where the CPU
+// requests single rows ahead, whose weights' rounding moves with the chunks: 2/254 of max |v|,
+// as the dot-unit tests hold it), against the contiguous layout; threads change no bit.
 TEST(AttentionPagedHeads, ItemsOfSomeKvHeadsEach) {
   for (const std::size_t n_kv : {12, 9}) {
     for (const KvDtype dtype : {KvDtype::f32, KvDtype::bf16, KvDtype::int8}) {

@@ -487,11 +487,17 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   const ComputeUnit vnni =
       cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma;
   // One query per kv head: widening where the CPU streams its rows without software
-  // prefetches (AMD), VNNI elsewhere and over pages.
-  EXPECT_EQ(prefetch_single_query_rows() ? vnni : ComputeUnit::fp32_fma,
-            unit_for(KvDtype::int8, 1));
-  EXPECT_EQ(vnni, attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 1, 128,
-                                         /*paged=*/true));
+  // prefetches (AMD), also over pages shorter than a block; VNNI elsewhere and over longer pages.
+  const ComputeUnit streams = prefetch_single_query_rows() ? vnni : ComputeUnit::fp32_fma;
+  EXPECT_EQ(streams, unit_for(KvDtype::int8, 1));
+  const auto paged_unit = [&](std::size_t page_tokens) {
+    return attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 1, 128,
+                                  page_tokens);
+  };
+  EXPECT_EQ(streams, paged_unit(16));
+  EXPECT_EQ(streams, paged_unit(63));
+  EXPECT_EQ(vnni, paged_unit(64));
+  EXPECT_EQ(vnni, paged_unit(128));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 2));
   for (std::size_t sharing : {1, 4, 32, 64}) EXPECT_EQ(vnni, unit_for(KvDtype::int4, sharing));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 1));
