@@ -57,8 +57,8 @@ CachePlan plan_caches(std::uint64_t cache_bytes, std::uint64_t layers, CacheStat
 // because these caches do not evict in LRU order, so lines survive a stream longer than the
 // cache: with random replacement about e^-k of them after k caches' worth. Measured on the
 // Zen 5 VM (2 threads, 32 MiB L3 reported, GQA-8 int8 at 2,000 tokens, 4.2 MB caches), the
-// rotation's read loop at 2 × the LLC in all ran at 67-86 GB/s, at 4 × at 57-62, at 8 × (this
-// rule) at 53-59 and at 16 × at 50-55, the same as the caches flushed after each step.
+// rotation's read loop at 2 × the LLC in all ran at 73-86 GB/s, at 4 × at 58-62, at 8 × (this
+// rule) at 53-59 and at 16 × at 52-54; at 8 × as fast as over one cache flushed after each step.
 inline constexpr std::uint64_t kColdSpanPerThread = 4;
 
 // How long a measurement runs untimed before it times anything: reads from memory come up to
