@@ -10,9 +10,10 @@
 //
 // --cache-state=cold (the default) reads, every iteration, K/V bytes that are in no cache
 // level, as a model's step does (its other layers evict them): the decode and the read loop
-// cycle through copies until more than 4 × the last-level cache per thread lies between two
-// reads of one (flushing lines where memory does not allow copies). --cache-state=warm re-reads one
-// cache, which at short contexts stays in the last-level cache. Names end in /cold or /warm.
+// cycle through copies until more than 4 × every last-level cache the threads reach lies
+// between two reads of one (flushing lines where memory does not allow copies).
+// --cache-state=warm re-reads one cache, which at short contexts stays in the last-level
+// cache. Names end in /cold or /warm.
 //
 //   build/release/bench/attention_decode_bench --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true   (one command line)
@@ -84,8 +85,9 @@ void decode(benchmark::State& state, CacheKey key, Isa isa, Options options) {
 // each iteration sweeps the next (flushed after each sweep where copies would not fit).
 void read_loop(benchmark::State& state, std::size_t bytes, Isa isa, Options options) {
   if (!cpu_supports(isa)) return state.SkipWithError("CPU lacks this ISA");
-  const CachePlan plan = plan_caches(bytes, 1, options.cache_state, ColdMethod::automatic,
-                                     options.llc_bytes, physical_memory_bytes(), kThreads);
+  const CachePlan plan =
+      plan_caches(bytes, 1, options.cache_state, ColdMethod::automatic, options.llc_bytes,
+                  physical_memory_bytes(), last_level_caches_reached(kThreads));
   const std::size_t stride = (bytes + 4095) / 4096 * 4096;
   static AlignedBuffer buffer;
   if (buffer.bytes() < stride * plan.caches) {

@@ -80,17 +80,18 @@ inline const KvCache& shared_cache(const CacheKey& key) {
 }
 
 // The caches of a cold measurement of one shape: copies of filled_cache(key) cycled so that
-// more than 4 × the last-level cache per thread is read between two reads of one (or flushed
-// where memory does not allow copies). Only the latest shape is kept: the copies take over
-// 4 × the last-level cache per thread each.
+// more than 4 × every last-level cache the threads reach is read between two reads of one
+// (or flushed where memory does not allow copies). Only the latest shape is kept: the copies
+// take over 4 × the last-level caches the threads reach each.
 inline CacheRotation& cold_rotation(const CacheKey& key, std::uint64_t llc_bytes) {
   static std::unique_ptr<CacheRotation> rotation;
   static CacheKey current{};
   if (!rotation || !(current == key)) {
     rotation.reset();
     KvCache first = filled_cache(key);
-    const CachePlan plan = plan_caches(first.bytes(), 1, CacheState::cold, ColdMethod::automatic,
-                                       llc_bytes, physical_memory_bytes(), kThreads);
+    const CachePlan plan =
+        plan_caches(first.bytes(), 1, CacheState::cold, ColdMethod::automatic, llc_bytes,
+                    physical_memory_bytes(), last_level_caches_reached(kThreads));
     rotation = std::make_unique<CacheRotation>(plan, std::move(first));
     current = key;
   }

@@ -156,9 +156,9 @@ void CacheStateFlags::add_to(CLI::App& app) {
       "whose other layers evict them; warm: the same caches re-read step after step");
   app.add_option_function<std::string>(
       "--cold-method", [this](const std::string& name) { method = parse_cold_method(name); },
-      "how cold is reached: copies (cycle caches until 4 x the last-level cache per thread lies "
-      "between two reads of one), flush (clflushopt after each step), auto (default: copies when "
-      "they fit in half the memory, else flush)");
+      "how cold is reached: copies (cycle caches until 4 x every last-level cache the threads "
+      "reach, on AMD each thread's own, lies between two reads of one), flush (clflushopt after "
+      "each step), auto (default: copies when they fit in half the memory, else flush)");
 }
 
 std::string format_seconds(double s) {

@@ -7,6 +7,7 @@
 
 #include "engine/checked_math.hpp"
 #include "engine/memory.hpp"
+#include "kernels/units/cpu_features.hpp"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -71,11 +72,12 @@ std::string CachePlan::describe() const {
 
 CachePlan plan_caches(std::uint64_t cache_bytes, std::uint64_t layers, CacheState state,
                       ColdMethod method, std::uint64_t llc_bytes, std::uint64_t memory_bytes,
-                      int threads) {
+                      int llcs) {
   if (cache_bytes == 0) throw std::invalid_argument("cache bytes must be at least 1, got 0");
   if (layers == 0) throw std::invalid_argument("layers must be at least 1, got 0");
-  if (threads < 1) {
-    throw std::invalid_argument("threads must be at least 1, got " + std::to_string(threads));
+  if (llcs < 1) {
+    throw std::invalid_argument("last-level caches must be at least 1, got " +
+                                std::to_string(llcs));
   }
   CachePlan plan{.state = state,
                  .method = ColdMethod::copies,
@@ -83,12 +85,12 @@ CachePlan plan_caches(std::uint64_t cache_bytes, std::uint64_t layers, CacheStat
                  .layers = layers,
                  .caches = layers,
                  .llc_bytes = llc_bytes,
-                 .threads = threads};
+                 .llcs = llcs};
   if (state == CacheState::warm) return plan;
-  // (caches − 1) · cache_bytes > kColdSpanPerThread · llc_bytes · threads.
+  // (caches − 1) · cache_bytes > kColdSpanPerLlc · llc_bytes · llcs.
   const std::uint64_t span =
-      checked_mul(checked_mul(llc_bytes, kColdSpanPerThread, "cold cache bytes"),
-                  static_cast<std::uint64_t>(threads), "cold cache bytes");
+      checked_mul(checked_mul(llc_bytes, kColdSpanPerLlc, "cold cache bytes"),
+                  static_cast<std::uint64_t>(llcs), "cold cache bytes");
   const std::uint64_t needed = span / cache_bytes + 2;
   const std::uint64_t copies = std::max<std::uint64_t>(layers, needed);
   const bool copies_fit = copies <= memory_bytes / 2 / cache_bytes;
@@ -107,9 +109,8 @@ void require_plan_memory(const CachePlan& plan, std::string_view what) {
                     (plan.caches == 1 ? "" : "s") + " of " + with_commas(plan.cache_bytes) +
                     " bytes";
   if (plan.state == CacheState::cold && plan.method == ColdMethod::copies) {
-    why += ", to stream more than " + std::to_string(kColdSpanPerThread * plan.threads) +
-           " × the " + with_commas(plan.llc_bytes) +
-           "-byte last-level cache between two reads of one";
+    why += ", to stream more than " + std::to_string(kColdSpanPerLlc * plan.llcs) + " × the " +
+           with_commas(plan.llc_bytes) + "-byte last-level cache between two reads of one";
   }
   require_memory(total, why + ")");
 }
@@ -136,6 +137,8 @@ void flush_from_caches(const void* data, std::size_t bytes, int threads) {
   (void)data, (void)bytes, (void)threads;
 #endif
 }
+
+int last_level_caches_reached(int threads) { return cpu_features().amd ? std::max(1, threads) : 1; }
 
 CacheRotation::CacheRotation(const CachePlan& plan, KvCache first) : plan_(plan) {
   require_plan_memory(plan, "this measurement");

@@ -2,9 +2,9 @@
 // Cold and warm decode measurements. In a model's decode step, every other layer's cache
 // and all the weights stream through between two reads of layer L's cache, so its bytes
 // come from DRAM. A cold measurement reproduces that: it reads a model's L caches in order
-// and, when they do not already stream past 4 × the last-level cache per thread, cycles
-// through independent copies until they do (or, where memory does not allow copies, flushes
-// the lines after each step). Warm re-reads the same L caches step after step.
+// and, when they do not already stream past 4 × every last-level cache its threads reach,
+// cycles through independent copies until they do (or, where memory does not allow copies,
+// flushes the lines after each step). Warm re-reads the same L caches step after step.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +33,7 @@ struct CachePlan {
   std::size_t layers = 1;                  // caches one step reads, in order
   std::size_t caches = 1;                  // distinct caches allocated (≥ layers)
   std::uint64_t llc_bytes = 0;
-  int threads = 1;  // the threads that read them: each may sit on an L3 of its own
+  int llcs = 1;  // last-level caches the measurement's threads may read through
 
   std::uint64_t total_bytes() const { return cache_bytes * caches; }
   // Bytes read between two reads of the same cache ((caches − 1) × cache_bytes).
@@ -43,23 +43,28 @@ struct CachePlan {
 };
 
 // Warm: `layers` caches. Cold by copies: enough caches (at least `layers`) that the bytes
-// between two reads of one exceed kColdSpanPerThread × llc_bytes × threads:
-// max(layers, ⌊4·llc·threads / cache⌋ + 2). Cold by flush: `layers` caches, flushed after each
+// between two reads of one exceed kColdSpanPerLlc × llc_bytes × llcs (llcs: the last-level
+// caches the threads may read through, last_level_caches_reached()):
+// max(layers, ⌊4·llc·llcs / cache⌋ + 2). Cold by flush: `layers` caches, flushed after each
 // step. Automatic picks copies unless they need more than half of `memory_bytes`, then flush.
-// Throws std::invalid_argument for zero sizes and threads < 1.
+// Throws std::invalid_argument for zero sizes and llcs < 1.
 CachePlan plan_caches(std::uint64_t cache_bytes, std::uint64_t layers, CacheState state,
                       ColdMethod method, std::uint64_t llc_bytes, std::uint64_t memory_bytes,
-                      int threads);
+                      int llcs);
 
-// Last-level caches' worth of bytes, per thread, that a cold rotation streams between two reads
-// of one cache. Per thread because a VM's guest sees one L3 while the host may run each vCPU
-// on an L3 of its own (one per CCD on AMD EPYC), where its half of every copy stays. Four
-// because these caches do not evict in LRU order, so lines survive a stream longer than the
-// cache: with random replacement about e^-k of them after k caches' worth. Measured on the
-// Zen 5 VM (2 threads, 32 MiB L3 reported, GQA-8 int8 at 2,000 tokens, 4.2 MB caches), the
-// rotation's read loop at 2 × the LLC in all ran at 73-86 GB/s, at 4 × at 58-62, at 8 × (this
-// rule) at 53-59 and at 16 × at 52-54; at 8 × as fast as over one cache flushed after each step.
-inline constexpr std::uint64_t kColdSpanPerThread = 4;
+// Last-level caches' worth of bytes that a cold rotation streams, per cache its threads may
+// read through, between two reads of one cache. Four because these caches do not evict in LRU
+// order, so lines survive a stream longer than the cache: with random replacement about e^-k
+// of them after k caches' worth. Measured on the Zen 5 VM (2 threads, 32 MiB L3 reported,
+// GQA-8 int8 at 2,000 tokens, 4.2 MB caches), the rotation's read loop at 2 × the LLC in all
+// ran at 73-86 GB/s, at 4 × at 58-62, at 8 × (this rule, with 2 L3s) at 53-59 and at 16 × at
+// 52-54; at 8 × as fast as over one cache flushed after each step.
+inline constexpr std::uint64_t kColdSpanPerLlc = 4;
+
+// The last-level caches `threads` threads may read through: on AMD each thread's own, for a
+// core complex (CCD) has its L3 and a VM's guest, which sees one L3, may have its vCPUs on
+// different ones; elsewhere one (Intel Xeon: one L3 per socket).
+int last_level_caches_reached(int threads);
 
 // How long a measurement runs untimed before it times anything: reads from memory come up to
 // speed only after 10-50 ms of steady load (the Zen 5 VM: a 100 MB read loop went from 38 to

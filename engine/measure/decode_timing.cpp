@@ -67,7 +67,8 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
     t.llc_source = detected.source;
   }
   t.plan = plan_caches(config.kv_cache_bytes(r.kv_dtype), static_cast<std::uint64_t>(r.layers),
-                       r.cache_state, r.cold_method, llc, physical_memory_bytes(), r.threads);
+                       r.cache_state, r.cold_method, llc, physical_memory_bytes(),
+                       last_level_caches_reached(r.threads));
   require_plan_memory(t.plan, "this decode measurement");
 
   KvCache first = r.kv_layout.paged() ? KvCache(config, r.kv_dtype,

@@ -51,11 +51,11 @@ struct DecodeTiming {
 
 // Fills a cache of `tokens` random K/V rows (seeded) and clones it into the caches of
 // plan_caches() (the `layers` of a model, and for a cold measurement enough copies to pass
-// 4 × the last-level cache per thread between two reads of one), then, after kWarmupSeconds
-// of untimed steps, times steps: one step runs one-query attention (all heads; scores over the
-// whole cache, softmax, AV) over `layers` caches in order. Throws std::invalid_argument for
-// sizes below 1, heads that do not divide, or steps < 1; std::length_error, before allocating,
-// when the caches cannot fit in memory.
+// 4 × every last-level cache the threads reach between two reads of one), then, after
+// kWarmupSeconds of untimed steps, times steps: one step runs one-query attention (all heads;
+// scores over the whole cache, softmax, AV) over `layers` caches in order. Throws
+// std::invalid_argument for sizes below 1, heads that do not divide, or steps < 1;
+// std::length_error, before allocating, when the caches cannot fit in memory.
 DecodeTiming time_attention_decode(const DecodeTimingRequest& request);
 
 // Appends `tokens` rows of seeded random K and V (uniform in ±1, [n × kv_width] each) through

@@ -45,7 +45,8 @@ DecodeTiming time_mla_attention_decode(const DecodeTimingRequest& r, std::int64_
     t.llc_source = detected.source;
   }
   t.plan = plan_caches(config.kv_cache_bytes(KvDtype::f32), static_cast<std::uint64_t>(r.layers),
-                       r.cache_state, r.cold_method, llc, physical_memory_bytes(), r.threads);
+                       r.cache_state, r.cold_method, llc, physical_memory_bytes(),
+                       last_level_caches_reached(r.threads));
   require_plan_memory(t.plan, "this MLA decode measurement");
 
   // The same seeded rows in every cache of the plan (a cold copy differs only in address).

@@ -82,7 +82,8 @@ CachePlan report_plan(const ReportRequest& r, const LayerConfig& config, KvTypes
   if (r.layers < 1)
     throw std::invalid_argument("layers must be at least 1, got " + std::to_string(r.layers));
   return plan_caches(config.kv_cache_bytes(dtype), static_cast<std::uint64_t>(r.layers),
-                     r.cache_state, r.cold_method, llc, physical_memory_bytes(), r.threads);
+                     r.cache_state, r.cold_method, llc, physical_memory_bytes(),
+                     last_level_caches_reached(r.threads));
 }
 
 constexpr int kReadLoopRepeats = 7;  // read-loop sweeps per row, shared among the repetitions

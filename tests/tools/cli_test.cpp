@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/measure/cold_caches.hpp"
 #include "support/kvscope_command.hpp"
 
 namespace {
@@ -116,8 +117,8 @@ TEST(KvscopeDecode, ColdByDefaultWarmOnRequestAndLayersReadEveryCache) {
   EXPECT_EQ(cold["llc_bytes"], 1 << 20);
   EXPECT_EQ(cold["llc_source"], "KVSCOPE_LLC_BYTES");
   const std::uint64_t cache = 2 * 4 * 64 * 16 * 4;
-  const auto threads = cold["threads"].get<std::uint64_t>();  // each may have an L3 of its own
-  EXPECT_EQ(cold["caches_allocated"], (4 * threads << 20) / cache + 2);
+  const auto llcs = static_cast<std::uint64_t>(kvscope::last_level_caches_reached(cold["threads"]));
+  EXPECT_EQ(cold["caches_allocated"], (4 * llcs << 20) / cache + 2);
   const nlohmann::json warm = json_of(shape + "--cache-state warm --layers 3");
   EXPECT_EQ(warm["cache_state"], "warm");
   EXPECT_EQ(warm["caches_allocated"], 3);

@@ -10,6 +10,7 @@
 
 #include "engine/measure/decode_timing.hpp"
 #include "engine/measure/machine_limits.hpp"
+#include "kernels/units/cpu_features.hpp"
 
 namespace kvscope {
 namespace {
@@ -23,7 +24,7 @@ TEST(CachePlan, WarmReadsTheLayersCaches) {
   EXPECT_EQ(p.describe(), "warm");
 }
 
-TEST(CachePlan, ColdCopiesPassFourLastLevelCachesPerThreadBetweenReads) {
+TEST(CachePlan, ColdCopiesPassFourLastLevelCachesBetweenReads) {
   const CachePlan p =
       plan_caches(kMiB, 1, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty, 1);
   EXPECT_EQ(p.method, ColdMethod::copies);
@@ -38,14 +39,22 @@ TEST(CachePlan, ColdCopiesPassFourLastLevelCachesPerThreadBetweenReads) {
   EXPECT_EQ(odd.caches, 7u);
 }
 
-TEST(CachePlan, EveryThreadMayHaveItsOwnLastLevelCache) {
+TEST(CachePlan, FourOfEveryLastLevelCacheTheThreadsReach) {
   const CachePlan two =
       plan_caches(kMiB, 1, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty, 2);
-  EXPECT_EQ(two.caches, 34u);  // 33 × 1 MiB > 2 threads × 4 × 4 MiB
-  EXPECT_EQ(two.threads, 2);
+  EXPECT_EQ(two.caches, 34u);  // 33 × 1 MiB > 2 L3s × 4 × 4 MiB
+  EXPECT_EQ(two.llcs, 2);
   EXPECT_GT(two.bytes_between_reads(), 2 * 4 * two.llc_bytes);
   EXPECT_THROW(plan_caches(kMiB, 1, CacheState::cold, ColdMethod::automatic, 4 * kMiB, kPlenty, 0),
                std::invalid_argument);
+}
+
+// AMD's L3 belongs to a core complex, and a VM's vCPUs may sit on different ones: every thread
+// may read through its own. Elsewhere one L3 serves the socket.
+TEST(CachePlan, LastLevelCachesTheThreadsReach) {
+  EXPECT_EQ(last_level_caches_reached(2), cpu_features().amd ? 2 : 1);
+  EXPECT_EQ(last_level_caches_reached(1), 1);
+  EXPECT_EQ(last_level_caches_reached(0), 1);
 }
 
 TEST(CachePlan, AModelsOwnLayersAreEnoughWhenTheyExceedTheCache) {
@@ -109,7 +118,7 @@ TEST(CacheRotation, AllocatesThePlannedCopiesWithTheSameBytes) {
   const std::size_t bytes = first.bytes();
   const CachePlan plan =
       plan_caches(bytes, 2, CacheState::cold, ColdMethod::copies, bytes, kPlenty, 2);
-  ASSERT_EQ(plan.caches, 10u);  // 9 × bytes > 2 threads × 4 × bytes
+  ASSERT_EQ(plan.caches, 10u);  // 9 × bytes > 2 L3s × 4 × bytes
   CacheRotation rotation(plan, std::move(first));
   ASSERT_EQ(rotation.size(), 10u);
   const KvView a = rotation.cache(0).view();
@@ -189,7 +198,9 @@ TEST(DecodeTiming, ColdCyclesCopiesOrFallsBackOrRefuses) {
   const DecodeTiming cold = time_attention_decode(base);
   EXPECT_EQ(cold.plan.state, CacheState::cold);
   EXPECT_EQ(cold.plan.method, ColdMethod::copies);
-  EXPECT_EQ(cold.plan.caches, (4u * 2 * (64 << 10)) / cold.plan.cache_bytes + 2);  // 2 threads
+  const auto llcs = static_cast<std::uint64_t>(last_level_caches_reached(2));  // 2 threads
+  EXPECT_EQ(cold.plan.llcs, static_cast<int>(llcs));
+  EXPECT_EQ(cold.plan.caches, (4u * llcs * (64 << 10)) / cold.plan.cache_bytes + 2);
   EXPECT_EQ(cold.llc_source, "given");
 
   DecodeTimingRequest huge = base;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "engine/layer_config.hpp"
+#include "engine/measure/cold_caches.hpp"
 
 namespace kvscope {
 namespace {
@@ -96,7 +97,8 @@ TEST(ReportArithmetic, ColdPeakBytesCountTheCopies) {
   const std::uint64_t cache = c.kv_cache_bytes(KvDtype::f32);
   EXPECT_EQ(report_peak_bytes(r), ((4u << 20) / cache + 2) * cache);  // 4 × LLC, 1 thread
   r.threads = 2;
-  EXPECT_EQ(report_peak_bytes(r), ((8u << 20) / cache + 2) * cache);
+  const std::uint64_t llcs = static_cast<std::uint64_t>(last_level_caches_reached(2));
+  EXPECT_EQ(report_peak_bytes(r), ((4 * llcs << 20) / cache + 2) * cache);
   r.threads = 1;
   r.cache_state = CacheState::warm;
   EXPECT_EQ(report_peak_bytes(r), 2 * cache);
