@@ -67,10 +67,10 @@ inline constexpr std::size_t kBf16DotMinSharing = 8;
 // are used only where a one-time probe measures them faster than f32 FMAs (on some Intel cores
 // vdpbf16ps runs at half the FMA rate). Keys and values of different types run exact (fp32-fma):
 // each unit serves one type. A paged cache (page_tokens > 0; 0: contiguous) takes the same
-// unit, but for one query per kv head where single rows are not requested ahead (below): the
-// dot units read it page by page as the fp32-fma kernels do (DotUnitKeys::run_paged; measured
-// on the Intel Xeon with AMX, MHA int8 at 32,768 tokens over pages of 16: 11.0 ms on VNNI
-// against 12.3 on fp32-fma, 9.0 contiguous).
+// unit: the dot units read it page by page as the fp32-fma kernels do (DotUnitKeys::run_paged;
+// measured on the Intel Xeon with AMX, MHA int8 at 32,768 tokens over pages of 16: 11.0 ms on
+// VNNI against 12.3 on fp32-fma, 9.0 contiguous), except int8 with one query per kv head over
+// pages shorter than 64 tokens on AMD, which widens as over a contiguous cache there.
 ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
                                    std::size_t head_dim, std::size_t page_tokens = 0);
 
