@@ -369,9 +369,8 @@ std::string describe_cache_state(const ReportRow& r) {
   if (r.cache_state == CacheState::warm) return "warm (the same caches re-read every step)";
   if (r.cold_method == "flush") return "cold (caches flushed from every level after each step)";
   return "cold (" + std::to_string(r.caches_allocated) +
-         " caches cycled, more than 4 × every last-level cache the threads reach read between two "
-         "reads "
-         "of one)";
+         " caches cycled, more than 4 × every last-level cache the threads reach read between "
+         "two reads of one)";
 }
 
 std::string explain_cache_fit(const std::vector<ReportRow>& rows) {
