@@ -12,6 +12,8 @@ bool prefetch_in_groups() { return !cpu_features().amd; }
 
 bool prefetch_shared_blocks_to_l1() { return cpu_features().amd; }
 
+bool prefetch_block_after_next() { return cpu_features().amd; }
+
 bool prefetch_weight_rows() { return !cpu_features().amd; }
 
 }  // namespace kvscope

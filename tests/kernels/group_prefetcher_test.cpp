@@ -1,7 +1,8 @@
 // GroupPrefetcher (kernels/attention_block.hpp): which caches read their blocks in groups, and
 // that a range walked block by block requests every row after its first block exactly once,
 // ahead of the block that reads it, then the rows read after the range. Groups are asked for
-// explicitly (in_groups): whether this CPU uses them is prefetch_in_groups()'s policy.
+// explicitly (in_groups): whether this CPU uses them is prefetch_in_groups()'s policy. And
+// NextBlock::following, the block after next that the GQA quad kernel requests into L2.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -48,6 +49,34 @@ TEST(GroupPrefetcher, GroupsOnlyBlocksUnder32KiBOfAContiguousCache) {
   EXPECT_FALSE(GroupPrefetcher(fake_cache(KvDtype::int8, KvDtype::int8, 128, 4096), 0, 0, 4096,
                                kBlock, NextBlock{}, false)
                    .grouped());
+}
+
+// The block after next, which the GQA quad kernel requests into L2 (request_following): the
+// rows right after the next block in the same head and range, a short last block at the
+// range's end, nothing after it or over pages.
+TEST(NextBlock, FollowingIsTheBlockAfterItInTheSameRange) {
+  const KvView kv = fake_cache(KvDtype::int8, KvDtype::int8, 128, 4096);
+  const NextBlock next = NextBlock::within(kv, 2, 0, kBlock, 1000, kBlock, NextBlock{});
+  ASSERT_EQ(next.pos, 64u);
+  const NextBlock after = next.following(kv, 1000, kBlock);
+  EXPECT_EQ(after.kvh, 2u);
+  EXPECT_EQ(after.pos, 128u);
+  EXPECT_EQ(after.rows, kBlock);
+  EXPECT_EQ(after.k, kv.k_row(2, 128));
+  EXPECT_EQ(after.v, kv.v_row(2, 128));
+
+  const NextBlock short_last = NextBlock::at(kv, 2, 896, kBlock).following(kv, 1000, kBlock);
+  EXPECT_EQ(short_last.pos, 960u);
+  EXPECT_EQ(short_last.rows, 40u);  // the range ends at 1000
+  EXPECT_EQ(short_last.k, kv.k_row(2, 960));
+  const NextBlock past_end = short_last.following(kv, 1000, kBlock);
+  EXPECT_EQ(past_end.rows, 0u);
+  EXPECT_EQ(past_end.k, nullptr);
+
+  KvView paged = kv;
+  const std::byte* pages[1] = {kv.k};
+  paged.pages = pages, paged.page_tokens = 4096;
+  EXPECT_EQ(NextBlock::at(paged, 2, 64, kBlock).following(paged, 1000, kBlock).rows, 0u);
 }
 
 // Walks [t0, t1) of kv head kvh as the decode kernels do (at_block, then a line per line read,
