@@ -42,9 +42,9 @@ bool prefetch_shared_blocks_to_l1();
 // p·V then read no memory, and memory was idle there. AMD: yes. Zen 5 (2 threads, cold,
 // 2026-12-06, against the next block alone, 6 pairs at 2,000 tokens and 4 at 32,768): GQA-8
 // int8 0.91-0.97x the time and 0.92-1.01x; GQA-4 int8 0.96-0.99x and 0.95-1.01x; GQA-4 bf16
-// 0.97-1.01x and 0.99-1.00x. The same request slowed the other kernels it was tried in: issued
-// before the score loops 1.04-1.15x (GQA-8 int8), GQA-8 on fp32-fma after each block
-// 1.02-1.13x, MQA on the dot units 1.04-1.08x. Intel Xeon: no (unmeasured there).
+// 0.97-1.01x and 0.99-1.00x. Issued before the score loops it took 1.10-1.29x the time of the
+// same request after them (GQA-8 int8); in other kernels it slowed them: GQA-8 on fp32-fma
+// 1.01-1.32x, MQA on the dot units mostly 1.04-1.08x. Intel Xeon: no (unmeasured there).
 bool prefetch_block_after_next();
 
 // Whether the decode GEMV on 16-bit weights requests each stream's next row in software
