@@ -18,7 +18,7 @@ LayerConfig small_config(std::size_t capacity) {
                       .n_kv_heads = 2,
                       .head_dim = 16,
                       .ffn_size = 96,
-                      .capacity = capacity});
+                      .capacity = static_cast<std::int64_t>(capacity)});
 }
 
 // One timing per batch size, in the order asked, each with its own tokens per second
