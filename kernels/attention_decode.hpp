@@ -168,16 +168,17 @@ void run_page_part(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
       attend_block<A, D, true>(st, blk, nv, ws.s, ws.p);
       continue;
     }
-    if (nb == t1 - t0 && ws.page_ahead.rows > 0) {
-      PageRunPrefetcher keys_ahead(ws.page_ahead.k, ws.page_ahead.rows * kv.k_row_bytes());
-      PageRunPrefetcher values_ahead(ws.page_ahead.v, ws.page_ahead.rows * kv.v_row_bytes());
-      blk.k_lines = &keys_ahead, blk.v_lines = &values_ahead;
-      attend_block<A, D, true>(st, blk, nv, ws.s, ws.p);
-      continue;
-    }
-    PageRunPrefetcher values_ahead(blk.v, nb * kv.v_row_bytes());
-    PageRunPrefetcher next_keys(next.k, next.rows * kv.k_row_bytes());
-    blk.k_lines = &values_ahead, blk.v_lines = &next_keys;
+    // While the keys are read: the part ahead's keys, else this block's values; while the
+    // values are: the part ahead's values, else the next block's keys.
+    const bool part_ahead = nb == t1 - t0 && ws.page_ahead.rows > 0;
+    const NextBlock& ahead = ws.page_ahead;
+    PageRunPrefetcher during_keys = part_ahead
+                                        ? PageRunPrefetcher(ahead.k, ahead.rows * kv.k_row_bytes())
+                                        : PageRunPrefetcher(blk.v, nb * kv.v_row_bytes());
+    PageRunPrefetcher during_values =
+        part_ahead ? PageRunPrefetcher(ahead.v, ahead.rows * kv.v_row_bytes())
+                   : PageRunPrefetcher(next.k, next.rows * kv.k_row_bytes());
+    blk.k_lines = &during_keys, blk.v_lines = &during_values;
     attend_block<A, D, true>(st, blk, nv, ws.s, ws.p);
   }
 }
