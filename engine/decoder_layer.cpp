@@ -287,7 +287,7 @@ void DecoderLayer::attend_new_tokens(LayerSequence& sequence, const float* q, co
   const std::size_t rows = cache.capacity();
   const std::size_t in_order = position < rows ? std::min(n, rows - position) : 0;
   if (in_order > 0) {
-    cache.append_ring(k, v, in_order);
+    cache.append_ring(k, v, in_order, threads);
     attend({.q = q,
             .n_queries = in_order,
             .first_pos = position,

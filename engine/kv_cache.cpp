@@ -6,7 +6,8 @@
 
 #include "engine/checked_math.hpp"
 #include "engine/layer_config.hpp"
-#include "kernels/ref/kv_row_ref.hpp"
+#include "kernels/isa.hpp"
+#include "kernels/kv_encode.hpp"
 
 namespace kvscope {
 namespace {
@@ -121,36 +122,50 @@ std::vector<std::pair<const std::byte*, std::size_t>> KvCache::memory_regions() 
   return regions;
 }
 
-void KvCache::append(const float* k, const float* v, std::size_t n) {
+void KvCache::append(const float* k, const float* v, std::size_t n, int threads) {
   if (n > capacity_ - size_) {
     throw std::length_error("KV cache full: it holds " + std::to_string(size_) + " of " +
                             std::to_string(capacity_) + " tokens, cannot append " +
                             std::to_string(n) + " more");
   }
   if (paged()) pages_.hold_rows(size_ + n);
-  for (std::size_t i = 0; i < n; ++i) store(k, v, i, size_ + i);
+  store(k, v, n, size_, threads);
   size_ += n;
   written_ = size_;
 }
 
-void KvCache::append_ring(const float* k, const float* v, std::size_t n) {
+void KvCache::append_ring(const float* k, const float* v, std::size_t n, int threads) {
   if (paged()) pages_.hold_rows(written_ + n < capacity_ ? written_ + n : capacity_);
-  for (std::size_t i = 0; i < n; ++i, ++written_) store(k, v, i, written_ % capacity_);
+  // More tokens than rows: only the last capacity() of them stay.
+  const std::size_t skipped = n > capacity_ ? n - capacity_ : 0;
+  const std::size_t width = n_kv_heads_ * head_dim_;
+  store(k + skipped * width, v + skipped * width, n - skipped, written_ + skipped, threads);
+  written_ += n;
   size_ = written_ < capacity_ ? written_ : capacity_;
 }
 
-void KvCache::store(const float* k, const float* v, std::size_t i, std::size_t slot) {
+void KvCache::store(const float* k, const float* v, std::size_t n, std::size_t first, int threads) {
   // The view's row and scale addresses, for either layout, made writable: they point into
   // this cache's own buffers or pages.
   const KvView place = view();
-  for (std::size_t h = 0; h < n_kv_heads_; ++h) {
-    const std::size_t src = (i * n_kv_heads_ + h) * head_dim_;
-    auto* k_dst = const_cast<std::byte*>(place.k_row(h, slot));
-    auto* v_dst = const_cast<std::byte*>(place.v_row(h, slot));
-    const float k_scale = encode_row_ref(types_.k, k + src, head_dim_, k_dst);
-    const float v_scale = encode_row_ref(types_.v, v + src, head_dim_, v_dst);
-    if (kv_has_scales(types_.k)) *const_cast<float*>(place.k_scales(h, slot)) = k_scale;
-    if (kv_has_scales(types_.v)) *const_cast<float*>(place.v_scales(h, slot)) = v_scale;
+  static const EncodeRowFn encode = encode_row_for(best_isa());
+  // A parallel region pays from a few dozen rows (a prefill's), not for a decode step's one
+  // token.
+  constexpr std::size_t kRowsPerRegion = 256;
+  const bool split = threads > 1 && n * n_kv_heads_ * 2 >= kRowsPerRegion;
+#pragma omp parallel for num_threads(threads) if (split) schedule(static)
+  for (long token = 0; token < static_cast<long>(n); ++token) {
+    const auto i = static_cast<std::size_t>(token);
+    const std::size_t slot = (first + i) % capacity_;
+    for (std::size_t h = 0; h < n_kv_heads_; ++h) {
+      const std::size_t src = (i * n_kv_heads_ + h) * head_dim_;
+      auto* k_dst = const_cast<std::byte*>(place.k_row(h, slot));
+      auto* v_dst = const_cast<std::byte*>(place.v_row(h, slot));
+      const float k_scale = encode(types_.k, k + src, head_dim_, k_dst);
+      const float v_scale = encode(types_.v, v + src, head_dim_, v_dst);
+      if (kv_has_scales(types_.k)) *const_cast<float*>(place.k_scales(h, slot)) = k_scale;
+      if (kv_has_scales(types_.v)) *const_cast<float*>(place.v_scales(h, slot)) = v_scale;
+    }
   }
 }
 

@@ -41,17 +41,19 @@ class KvCache {
   // The memory the cache's bytes lie in (one region per buffer or page), e.g. to flush it.
   std::vector<std::pair<const std::byte*, std::size_t>> memory_regions() const;
 
-  // Appends n tokens; k and v are [n × n_kv_heads × head_dim] f32, encoded to dtype().
+  // Appends n tokens; k and v are [n × n_kv_heads × head_dim] f32, encoded to dtype() on
+  // the best SIMD unit (the scalar reference's bytes; kernels/kv_encode.hpp), the tokens split
+  // over `threads` where there are enough of them (a prefill's).
   // Throws std::length_error if size() + n > capacity(): nothing is stored then, and
   // the tokens already in the cache stay as they were (likewise std::bad_alloc when a paged
   // cache's pool cannot grow).
-  void append(const float* k, const float* v, std::size_t n);
+  void append(const float* k, const float* v, std::size_t n, int threads = 1);
 
   // A sliding-window cache: appends n tokens to a ring of capacity() rows, each overwriting
   // the oldest row once the ring is full, so it keeps the last capacity() tokens. Rows are
   // then not in position order; attention over them does not depend on the order (RoPE was
   // applied at each key's true position). size() stops growing at capacity().
-  void append_ring(const float* k, const float* v, std::size_t n);
+  void append_ring(const float* k, const float* v, std::size_t n, int threads = 1);
 
   // A second cache with the same shape and the same stored bytes (a deep copy: a cold
   // measurement cycles through such copies; a paged one takes its pages from the same pool).
@@ -74,8 +76,9 @@ class KvCache {
   std::size_t written_ = 0;  // tokens ever appended: the ring's next row is written_ % capacity_
   KvPages pages_;            // paged only: rows [i·page_tokens, (i+1)·page_tokens) in page i
 
-  // Encodes token i of k, v [n × n_kv_heads × head_dim] into row `slot` of every kv head.
-  void store(const float* k, const float* v, std::size_t i, std::size_t slot);
+  // Encodes tokens [0, n) of k, v [n × n_kv_heads × head_dim] into rows (first + i) %
+  // capacity() of every kv head; n ≤ capacity(), so no row is written twice.
+  void store(const float* k, const float* v, std::size_t n, std::size_t first, int threads);
 };
 
 }  // namespace kvscope

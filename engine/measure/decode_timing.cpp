@@ -78,7 +78,7 @@ DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
                                       : KvCache(config, r.kv_dtype);
   append_random_context(
       config.capacity(), config.kv_width(), r.seed,
-      [&](const float* k, const float* v, std::size_t n) { first.append(k, v, n); });
+      [&](const float* k, const float* v, std::size_t n) { first.append(k, v, n, r.threads); });
   CacheRotation caches(t.plan, std::move(first));
   std::vector<float> q(config.q_width()), out(config.q_width());
   fill_uniform(q, r.seed ^ 0x5eedull, -1.0f, 1.0f);

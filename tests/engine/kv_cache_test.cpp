@@ -271,6 +271,59 @@ TEST(KvCachePaged, RowsAndScalesThroughThePageTable) {
   }
 }
 
+// Tokens split over threads (a prefill's append) store the bytes and scales of the scalar
+// reference encoding each row alone, at every (head, position): contiguous and paged, in one
+// call and as a ring given more tokens than it has rows (only the last ones stay, each in
+// the slot a token-by-token append puts it).
+TEST(KvCache, AppendedOnThreadsEqualsTheReferenceRowByRow) {
+  const std::size_t n_kv = 3, d = 40, tokens = 138, ring = 40;
+  const std::vector<float> k = random_rows(tokens * n_kv * d, 31);
+  const std::vector<float> v = random_rows(tokens * n_kv * d, 32);
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::int8, KvDtype::int4}) {
+    const std::size_t row_bytes = kv_row_bytes(dtype, d);
+    // The reference's row for token t, head h, and its scale.
+    const auto expected = [&](const std::vector<float>& x, std::size_t t, std::size_t h) {
+      std::vector<std::byte> row(row_bytes);
+      const float scale = encode_row_ref(dtype, x.data() + (t * n_kv + h) * d, d, row.data());
+      return std::make_pair(row, kv_has_scales(dtype) ? scale : 1.0f);
+    };
+    const auto check = [&](const KvCache& cache, std::size_t slot, std::size_t t) {
+      const KvView view = cache.view();
+      for (std::size_t h = 0; h < n_kv; ++h) {
+        const auto [k_row, k_scale] = expected(k, t, h);
+        const auto [v_row, v_scale] = expected(v, t, h);
+        EXPECT_EQ(0, std::memcmp(view.k_row(h, slot), k_row.data(), row_bytes))
+            << "K head " << h << " slot " << slot;
+        EXPECT_EQ(0, std::memcmp(view.v_row(h, slot), v_row.data(), row_bytes))
+            << "V head " << h << " slot " << slot;
+        EXPECT_EQ(view.k_row_scale(h, slot), k_scale) << "head " << h << " slot " << slot;
+        EXPECT_EQ(view.v_row_scale(h, slot), v_scale) << "head " << h << " slot " << slot;
+      }
+    };
+    for (int threads : {2, 3, 7}) {
+      SCOPED_TRACE(std::string(to_string(dtype)) + ", " + std::to_string(threads) + " threads");
+      auto pool = std::make_shared<KvPagePool>(KvPageGeometry(n_kv, d, 16, dtype));
+      KvCache flat(n_kv, d, tokens, dtype), paged(n_kv, d, tokens, dtype, pool);
+      flat.append(k.data(), v.data(), tokens, threads);
+      paged.append(k.data(), v.data(), tokens, threads);
+      KvCache flat_ring(n_kv, d, ring, dtype), paged_ring(n_kv, d, ring, dtype, pool);
+      flat_ring.append_ring(k.data(), v.data(), 7, threads);  // then 131 more: 3.3 laps
+      flat_ring.append_ring(k.data() + 7 * n_kv * d, v.data() + 7 * n_kv * d, tokens - 7, threads);
+      paged_ring.append_ring(k.data(), v.data(), tokens, threads);
+      for (std::size_t t = 0; t < tokens; ++t) {
+        check(flat, t, t);
+        check(paged, t, t);
+      }
+      for (std::size_t t = tokens - ring; t < tokens; ++t) {
+        check(flat_ring, t % ring, t);
+        check(paged_ring, t % ring, t);
+      }
+      EXPECT_EQ(flat_ring.size(), ring);
+      EXPECT_EQ(paged_ring.size(), ring);
+    }
+  }
+}
+
 TEST(KvCachePaged, PagesReturnToThePoolAndFullRingsStopTaking) {
   auto pool = std::make_shared<KvPagePool>(KvPageGeometry(2, 8, 16, KvDtype::f32));
   const std::vector<float> k = random_rows(100 * 16, 7), v = random_rows(100 * 16, 8);

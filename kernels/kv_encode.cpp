@@ -1,0 +1,28 @@
+#include "kernels/kv_encode.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/ref/kv_row_ref.hpp"
+
+namespace kvscope {
+
+EncodeRowFn encode_row_for(Isa isa) {
+  if (!cpu_supports(isa)) {
+    throw std::invalid_argument("ISA '" + std::string(to_string(isa)) +
+                                "' is not supported by this CPU");
+  }
+  switch (isa) {
+    case Isa::avx512:
+      return simd::encode_row_arch<xsimd::avx512bw>;
+    case Isa::avx2:
+      return simd::encode_row_arch<xsimd::fma3<xsimd::avx2>>;
+    case Isa::sse2:
+      return simd::encode_row_arch<xsimd::sse2>;
+    case Isa::scalar:
+      break;
+  }
+  return encode_row_ref;
+}
+
+}  // namespace kvscope
