@@ -16,8 +16,8 @@ namespace kvscope {
 using EncodeRowFn = float (*)(KvDtype dtype, const float* src, std::size_t n, std::byte* dst);
 
 // The encoder for `isa` (which the CPU must support): SIMD where the ISA has vectors, the
-// scalar reference for Isa::scalar. Rows holding a NaN or an infinity, and int4 rows, go to
-// the reference on every ISA.
+// scalar reference for Isa::scalar. Rows holding a NaN or an infinity, and int4 rows whose
+// last group is short, go to the reference on every ISA.
 EncodeRowFn encode_row_for(Isa isa);
 
 namespace simd {

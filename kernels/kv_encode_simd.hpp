@@ -33,6 +33,9 @@ inline void store_low_u16(xsimd::batch<std::uint32_t, xsimd::avx512bw> x, std::u
 inline void store_i8(xsimd::batch<std::int32_t, xsimd::avx512bw> x, std::int8_t* dst) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(x));
 }
+inline void store_u8(xsimd::batch<std::int32_t, xsimd::avx512bw> x, std::uint8_t* dst) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(x));
+}
 #endif
 
 #if XSIMD_WITH_FMA3_AVX2 && !XSIMD_WITH_AVX512F
@@ -50,6 +53,14 @@ inline void store_i8(xsimd::batch<std::int32_t, xsimd::fma3<xsimd::avx2>> x, std
       _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
   _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(both));
 }
+// Lanes hold 0…255 (the unsigned packs saturate nothing).
+inline void store_u8(xsimd::batch<std::int32_t, xsimd::fma3<xsimd::avx2>> x, std::uint8_t* dst) {
+  const __m256i words = _mm256_packus_epi32(x, x);
+  const __m256i bytes = _mm256_packus_epi16(words, words);
+  const __m256i both =
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(both));
+}
 #endif
 
 #if !XSIMD_WITH_AVX
@@ -62,6 +73,11 @@ inline void store_low_u16(xsimd::batch<std::uint32_t, xsimd::sse2> x, std::uint1
 inline void store_i8(xsimd::batch<std::int32_t, xsimd::sse2> x, std::int8_t* dst) {
   const __m128i words = _mm_packs_epi32(x, x);
   const std::int32_t four = _mm_cvtsi128_si32(_mm_packs_epi16(words, words));
+  std::memcpy(dst, &four, sizeof four);
+}
+inline void store_u8(xsimd::batch<std::int32_t, xsimd::sse2> x, std::uint8_t* dst) {
+  const __m128i words = _mm_packs_epi32(x, x);  // 0…255 fits int16
+  const std::int32_t four = _mm_cvtsi128_si32(_mm_packus_epi16(words, words));
   std::memcpy(dst, &four, sizeof four);
 }
 #endif
@@ -93,6 +109,40 @@ xsimd::batch<std::uint32_t, A> f16_bits(xsimd::batch<float, A> x) {
   return sign | magnitude;
 }
 
+// encode_int4_ref's blocks for a row of whole groups of 32 finite values: per group the f16
+// scale of absmax / 7, then byte j = the nibbles of elements j and j + 16 (q + 8, q rounded to
+// nearest even and clamped to ±7).
+template <class A>
+void encode_int4_groups(const float* src, std::size_t n, std::byte* dst) {
+  using B = xsimd::batch<float, A>;
+  using I = xsimd::batch<std::int32_t, A>;
+  constexpr std::size_t W = B::size, V = kInt4Group / W;  // vectors per group
+  for (std::size_t g = 0; g < n / kInt4Group; ++g) {
+    const float* x = src + g * kInt4Group;
+    B top(0.0f);
+    for (std::size_t c = 0; c < V; ++c)
+      top = xsimd::max(top, xsimd::abs(B::load_unaligned(x + c * W)));
+    alignas(64) float lanes[W];
+    top.store_aligned(lanes);
+    const float absmax = *std::max_element(lanes, lanes + W);
+    const std::uint16_t bits = f32_to_f16_bits(std::min(absmax / 7.0f, 65504.0f));
+    const float scale = f16_bits_to_f32(bits);
+    const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;  // zero guard: all-zero group
+    std::byte* block = dst + g * kInt4GroupBytes;
+    std::memcpy(block, &bits, 2);
+    // Clamped as floats, as the reference does: with the scale capped at 65504, x / scale can
+    // leave int32's range.
+    const auto nibble = [&](std::size_t c) {
+      const B q = xsimd::nearbyint(B::load_unaligned(x + c * W) * B(inverse));
+      return xsimd::nearbyint_as_int(xsimd::min(xsimd::max(q, B(-7.0f)), B(7.0f))) + I(8);
+    };
+    for (std::size_t c = 0; c < V / 2; ++c) {
+      store_u8(nibble(c) | (nibble(c + V / 2) << 4),
+               reinterpret_cast<std::uint8_t*>(block + 2) + c * W);
+    }
+  }
+}
+
 template <class A>
 float encode_row_arch(KvDtype dtype, const float* src, std::size_t n, std::byte* dst) {
   using B = xsimd::batch<float, A>;
@@ -102,7 +152,8 @@ float encode_row_arch(KvDtype dtype, const float* src, std::size_t n, std::byte*
     std::memcpy(dst, src, n * sizeof(float));
     return 1.0f;
   }
-  if (dtype == KvDtype::int4) return encode_row_ref(dtype, src, n, dst);
+  // int4 rows with a last group shorter than 32 (head_dim 40, 72, 80) stay on the reference.
+  if (dtype == KvDtype::int4 && n % kInt4Group != 0) return encode_row_ref(dtype, src, n, dst);
 
   // The row's largest magnitude; a NaN or an infinity fails `≤ FLT_MAX`.
   B top(0.0f);
@@ -124,6 +175,10 @@ float encode_row_arch(KvDtype dtype, const float* src, std::size_t n, std::byte*
   }
   if (!all_finite) return encode_row_ref(dtype, src, n, dst);
 
+  if (dtype == KvDtype::int4) {
+    encode_int4_groups<A>(src, n, dst);
+    return 1.0f;
+  }
   if (dtype == KvDtype::int8) {
     const float scale = absmax / 127.0f;
     const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;  // zero guard: all-zero row
