@@ -149,8 +149,8 @@ void KvCache::store(const float* k, const float* v, std::size_t n, std::size_t f
   // this cache's own buffers or pages.
   const KvView place = view();
   static const EncodeRowFn encode = encode_row_for(best_isa());
-  // A parallel region pays from a few dozen rows (a prefill's), not for a decode step's one
-  // token.
+  // Threads for a prefill's rows; a decode step's one token (64 rows at 32 kv heads, about
+  // 1 µs of int8 encoding on one thread) stays on the calling thread.
   constexpr std::size_t kRowsPerRegion = 256;
   const bool split = threads > 1 && n * n_kv_heads_ * 2 >= kRowsPerRegion;
 #pragma omp parallel for num_threads(threads) if (split) schedule(static)
