@@ -15,10 +15,7 @@ void attend(const AttentionProblem& problem, Isa isa, int threads, ComputeMode m
                                 " is not a multiple of n_kv_heads " +
                                 std::to_string(problem.kv.n_kv_heads));
   }
-  if (!cpu_supports(isa)) {
-    throw std::invalid_argument("attention: ISA '" + std::string(to_string(isa)) +
-                                "' is not supported by this CPU");
-  }
+  require_cpu_supports(isa, "attention: ");
   const std::size_t group = problem.n_heads / problem.kv.n_kv_heads;
   const ComputeUnit unit =
       attention_compute_unit(problem.kv.types(), isa, mode, problem.n_queries * group,

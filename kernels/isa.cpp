@@ -63,6 +63,13 @@ Isa best_isa() {
   return Isa::scalar;
 }
 
+void require_cpu_supports(Isa isa, std::string_view context) {
+  if (!cpu_supports(isa)) {
+    throw std::invalid_argument(std::string(context) + "ISA '" + std::string(to_string(isa)) +
+                                "' is not supported by this CPU");
+  }
+}
+
 Isa select_isa(std::string_view requested) {
   std::string_view name = requested;
   const char* env = std::getenv("KVSCOPE_ISA");

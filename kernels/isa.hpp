@@ -14,6 +14,9 @@ Isa parse_isa(std::string_view name);
 
 // Whether this CPU can run code built for `isa`.
 bool cpu_supports(Isa isa);
+// Throws std::invalid_argument ("<context>ISA 'avx512' is not supported by this CPU") unless
+// cpu_supports(isa): the check of every entry point that takes an Isa.
+void require_cpu_supports(Isa isa, std::string_view context = {});
 // Whether the CPU has F16C (half-float conversions; the AVX2 f16 kernels need it). CPUID
 // leaf 1 directly: clang 14's __builtin_cpu_supports does not know "f16c".
 bool cpu_has_f16c();

@@ -1,17 +1,11 @@
 #include "kernels/kv_encode.hpp"
 
-#include <stdexcept>
-#include <string>
-
 #include "kernels/ref/kv_row_ref.hpp"
 
 namespace kvscope {
 
 EncodeRowFn encode_row_for(Isa isa) {
-  if (!cpu_supports(isa)) {
-    throw std::invalid_argument("ISA '" + std::string(to_string(isa)) +
-                                "' is not supported by this CPU");
-  }
+  require_cpu_supports(isa);
   switch (isa) {
     case Isa::avx512:
       return simd::encode_row_arch<xsimd::avx512bw>;

@@ -4,26 +4,14 @@
 
 #include <cstdint>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/roofline_kernels.hpp"
 
 namespace kvscope {
-namespace {
-
-void require_cpu(Isa isa) {
-  if (!cpu_supports(isa)) {
-    throw std::invalid_argument("ISA '" + std::string(to_string(isa)) +
-                                "' is not supported by this CPU");
-  }
-}
-
-}  // namespace
 
 float read_sweep(const std::byte* data, std::size_t bytes, Isa isa, int threads) {
   if (threads < 1) threads = 1;
-  require_cpu(isa);
+  require_cpu_supports(isa);
   switch (isa) {
     case Isa::avx512:
       return simd::read_sweep_arch<xsimd::avx512bw>(data, bytes, threads);
@@ -48,7 +36,7 @@ float read_sweep(const std::byte* data, std::size_t bytes, Isa isa, int threads)
 
 double fma_burn(std::size_t iterations, Isa isa, int threads, float* chains_sum) {
   if (threads < 1) threads = 1;
-  require_cpu(isa);
+  require_cpu_supports(isa);
   switch (isa) {
     case Isa::avx512:
       return simd::fma_burn_arch<xsimd::avx512bw>(iterations, threads, chains_sum);
