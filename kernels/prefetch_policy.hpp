@@ -2,7 +2,11 @@
 // How kernels that read the KV cache from memory request its rows ahead, chosen per CPU
 // vendor from measurements on each: the same requests that raised the read rate on Intel Xeon
 // lowered it on AMD Zen 4, whose hardware prefetchers stream such rows better alone. The
-// choice moves no result (prefetches change timing only).
+// choice moves no result beyond float32 rounding: prefetches change timing only, and where a
+// policy reads in another order (decode over pages: attention_decode.hpp), only the keys at
+// which the online softmax's partial results merge move.
+
+#include <optional>
 
 namespace kvscope {
 
@@ -12,6 +16,11 @@ namespace kvscope {
 // against with: f32 0.80-0.96x the time at 2,000 tokens and 0.81-0.84x at 32,768; bf16
 // 0.84-0.90x and 0.65-0.70x.
 bool prefetch_single_query_rows();
+
+// Tests only: prefetch_single_query_rows() answers `requested` from now on (std::nullopt: the
+// CPU's answer again), so that the decode paths of both vendors run on either CPU. Not for
+// use while kernels run on other threads.
+void override_prefetch_single_query_rows(std::optional<bool> requested);
 
 // Whether PageRunPrefetcher requests its lines in 4 KiB runs side by side (line j of every
 // run, then line j + 1: Intel Xeon, where a thread reading several pages at once read 1.4x

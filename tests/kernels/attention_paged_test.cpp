@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "kernels/prefetch_policy.hpp"
 #include "tests/kernels/attention_f64.hpp"
 #include "tests/kernels/attention_test_util.hpp"
 
@@ -100,6 +102,57 @@ TEST(AttentionPagedHeads, ItemsOfSomeKvHeadsEach) {
                     rounds_weights ? 2.0 / 254 * rp.max_abs_v() : 1e-5 * max_abs(flat));
           if (mode == ComputeMode::exact) {
             EXPECT_LE(worst_of_bound(out, attend_f64(rp)), 1.0) << "max |error| / bound";
+          }
+        }
+      }
+    }
+  }
+}
+
+// prefetch_single_query_rows() overridden for one scope (both vendors' paths on any CPU).
+class SingleQueryRowsPolicy {
+ public:
+  explicit SingleQueryRowsPolicy(bool requested) { override_prefetch_single_query_rows(requested); }
+  ~SingleQueryRowsPolicy() { override_prefetch_single_query_rows(std::nullopt); }
+  SingleQueryRowsPolicy(const SingleQueryRowsPolicy&) = delete;
+  SingleQueryRowsPolicy& operator=(const SingleQueryRowsPolicy&) = delete;
+};
+
+// MHA decode reads a paged cache page by page under both prefetch policies: without single
+// rows requested ahead (AMD's), all heads of a page in turn, int8 rows over pages of at most a
+// block through run_page_heads (two streams of heads, parts software-pipelined), the others
+// through run_page_part; with them (Intel's), a group of heads at a time. Heads that split
+// into even and uneven streams (2, 5, 32), pages cut short (5), of one score vector (16) and of
+// a block (64), the last page partial: within float32 rounding of the contiguous layout,
+// within the float64 bound, and threads change no bit.
+TEST(AttentionPagedHeads, BothPrefetchPoliciesOfOneQueryPerHead) {
+  for (const bool single_rows : {false, true}) {
+    const SingleQueryRowsPolicy policy(single_rows);
+    for (const std::size_t n_kv : {2, 5, 32}) {
+      if (kUnderSanitizers && n_kv == 32) continue;  // 2 and 5 split evenly and not
+      for (const KvDtype dtype : {KvDtype::int8, KvDtype::f32, KvDtype::bf16}) {
+        const RandomProblem rp(n_kv, n_kv, 128, 1100 + n_kv, 1, dtype, 53 + n_kv, 1.0f,
+                               Data::outliers);
+        const F64Attention truth = attend_f64(rp);
+        for (const std::size_t page_tokens : {5, 16, 64}) {
+          const KvCache paged = paged_copy(rp, page_tokens);
+          for (const Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512}) {
+            if (!cpu_supports(isa)) continue;
+            SCOPED_TRACE(std::string(single_rows ? "single rows requested, " : "streamed, ") +
+                         std::to_string(n_kv) + " kv heads, " + std::string(to_string(dtype)) +
+                         ", pages of " + std::to_string(page_tokens) + ", " + isa_name(isa));
+            std::vector<float> flat(rp.out_size()), out(rp.out_size(), -1.0f),
+                out2(rp.out_size(), -2.0f);
+            run_isa(isa, rp.problem(flat.data()), 1);
+            AttentionProblem p = rp.problem(out.data());
+            p.kv = paged.view();
+            run_isa(isa, p, 1);
+            p.out = out2.data();
+            run_isa(isa, p, 2);
+            EXPECT_EQ(0, std::memcmp(out.data(), out2.data(), out.size() * sizeof(float)))
+                << "1 vs 2 threads differ by " << max_abs_diff(out, out2);
+            EXPECT_LE(max_abs_diff(out, flat), 1e-5 * max_abs(flat));
+            EXPECT_LE(worst_of_bound(out, truth), 1.0) << "max |error| / bound";
           }
         }
       }
