@@ -605,21 +605,6 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t heads_per_item = !by_page      ? 1
                                      : whole_pages ? kv.n_kv_heads
                                                    : page_heads_per_item(kv.n_kv_heads);
-  // Page by page an item holds several heads, so one query per head reading in place may take
-  // chunks as short as a block (16 items rather than 7 at 2,000 tokens keep 2 threads evenly
-  // loaded), and long contexts are cut finer. Runners that set up more per item (query groups,
-  // the dot units' slots) keep the runner's minimum: at 2,000 tokens over pages of 16 (Zen 4,
-  // 2 threads, old and new binaries alternated), GQA-8 int8 (vnni-int8) took 0.85x the time of
-  // items of 64 keys, f32 and bf16 (fp32-fma) 0.88x and 0.91x; MHA int8 (vnni-int8) 0.98-1.01x
-  // (0.88x in an A/B within one binary). MHA f32 and bf16 reading in place took 1.03-1.12x
-  // with items of 512 keys, so they keep 64.
-  // (At most 512 over pages: AMX's 1,024 is unmeasured there.)
-  const bool short_items = g == 1 && !kPagesItself<Runner>;
-  const std::size_t min_chunk = !by_page      ? kMinChunkKeys<Runner>
-                                : short_items ? kKeyBlock
-                                              : std::min<std::size_t>(kMinChunkKeys<Runner>, 512);
-  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads, min_chunk,
-                           by_page ? 2048 : 8192, kShortChunkKeys<Runner>);
   // One query per head reading pages shorter than a block in place: a page at a time, heads in
   // groups (PageGroupPrefetcher), or each piece requesting the next (run_page_part), rather than
   // blocks across pages (on Zen 5, blocks of 64 across 4 pages of 16 took 1.16x the contiguous
@@ -647,6 +632,25 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // int8 rows over pages of at most a block there: run_page_heads, which pipelines the parts.
   const bool page_heads =
       kPipelinesPages<Runner> && page_groups && !single_rows_ahead && kv.page_tokens <= kKeyBlock;
+  // Page by page an item holds several heads, so one query per head reading in place may take
+  // chunks as short as a block (16 items rather than 7 at 2,000 tokens keep 2 threads evenly
+  // loaded), and long contexts are cut finer. Runners that set up more per item (query groups,
+  // the dot units' slots) keep the runner's minimum: at 2,000 tokens over pages of 16 (Zen 4,
+  // 2 threads, old and new binaries alternated), GQA-8 int8 (vnni-int8) took 0.85x the time of
+  // items of 64 keys, f32 and bf16 (fp32-fma) 0.88x and 0.91x; MHA int8 (vnni-int8) 0.98-1.01x
+  // (0.88x in an A/B within one binary). MHA f32 and bf16 reading in place took 1.03-1.12x
+  // with items of 512 keys, so they keep 64.
+  // run_page_heads keeps 512 too (4 items at 2,000 tokens), its parts being cheaper to read
+  // than its items to set up and merge: MHA int8 over pages of 16 (Zen 5, 2 threads) took
+  // 0.91-0.94x the time warm, cold 0.88x with memory fast and 0.98x slow (items of 1,024 level
+  // with 512).
+  // (At most 512 over pages: AMX's 1,024 is unmeasured there.)
+  const bool short_items = g == 1 && !kPagesItself<Runner> && !page_heads;
+  const std::size_t min_chunk = !by_page      ? kMinChunkKeys<Runner>
+                                : short_items ? kKeyBlock
+                                              : std::min<std::size_t>(kMinChunkKeys<Runner>, 512);
+  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads, min_chunk,
+                           by_page ? 2048 : 8192, kShortChunkKeys<Runner>);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
