@@ -259,13 +259,15 @@ class PagePartCursor {
 // hardware prefetchers follow it. While a part's keys are read, the keys of the part `ahead`
 // on in its stream are requested, while its values are, that part's values (ahead: 8 KiB of
 // parts, as run_page_part's page_read_ahead).
-// MHA int8 decode at 2,000 tokens, Zen 5, 2 threads, against run_page_part (same binary,
-// alternated): warm 0.78x the time; cold with memory fast, pages of 16 0.86x (1.13x the
-// contiguous step against 1.31x), of 32 0.87x, of 64 0.96x, at 32,768 tokens 0.83x (1.10x
-// against 1.33x); cold with memory slow 1.02x (both within 1.02-1.10x of contiguous). One
-// stream (part k + 1's keys before part k's values) took 1.04-1.05x there. f32, bf16 and f16
-// rows, whose steps are bound by memory, keep run_page_part: pipelined they took 0.7-0.8x the
-// time warm but 1.05-1.17x cold.
+// MHA int8 decode over pages of 16, Zen 5, 2 threads, against run_page_part (binaries
+// alternated; contiguous step in brackets): warm 0.69x the time at 2,000 tokens; cold with
+// memory in its fast state 0.65x at 2,000 (1.08x the contiguous step against 1.66x) and
+// 0.69-0.72x at 32,768 (1.05-1.08x against 1.50-1.55x); in its slow state level at 2,000
+// (1.10x) but 1.11x at 32,768 (1.17-1.19x against 1.06-1.08x), where reading in strict order
+// paid. One stream (part k + 1's keys before part k's values) took 1.06x the time of two at
+// 32,768 fast, 1.04x slow; four 1.10x, eight 1.06x. Pages of 32 0.87x, of 64 0.96x (2,000,
+// fast). f32, bf16 and f16 rows, whose steps are bound by memory, keep run_page_part:
+// pipelined they took 0.7-0.8x the time warm but 1.05-1.17x cold.
 template <class A, KvDtype D>
 void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
                     std::size_t t1, QueryState* st, std::size_t nv) {
