@@ -249,8 +249,8 @@ class PagePartCursor {
 
 // One query per kv head (st[i] for head kvh0 + i) over keys [t0, t1) of kv heads
 // [kvh0, kvh0 + heads) of a paged cache with pages of at most a block, where single rows are
-// not requested ahead (AMD); for int8 rows (kPipelinesPages). A page of 16 tokens is one
-// vector of scores a head, and a part's chain (scores → max → e^x → p·V) then cost more than
+// not requested ahead (AMD); for int8, bf16 and f16 rows (kPipelinesPages). A page of 16 tokens is
+// one vector of scores a head, and a part's chain (scores → max → e^x → p·V) then cost more than
 // its loads and FMAs: run_page_part, a part at a time, took 1.7-1.8x the contiguous step's
 // time warm. So the parts are software-pipelined: part k + 1's scores are computed between
 // part k's softmax update and its p·V. That reads part k + 1's keys before part k's values,
@@ -266,8 +266,10 @@ class PagePartCursor {
 // (1.10x) but 1.11x at 32,768 (1.17-1.19x against 1.06-1.08x), where reading in strict order
 // paid. One stream (part k + 1's keys before part k's values) took 1.06x the time of two at
 // 32,768 fast, 1.04x slow; four 1.10x, eight 1.06x. Pages of 32 0.87x, of 64 0.96x (2,000,
-// fast). f32, bf16 and f16 rows, whose steps are bound by memory, keep run_page_part:
-// pipelined they took 0.7-0.8x the time warm but 1.05-1.17x cold.
+// fast). bf16 at 2,000 tokens: fast 0.80x (1.05x the contiguous step against 1.30x), slow
+// 1.02x; at 32,768 fast 0.84x; f16 slow 1.02x at 2,000 and 0.99x at 32,768. f32 rows, whose
+// step is bound by memory (run_page_part reads them as fast as a contiguous cache), keep
+// run_page_part: pipelined they took 1.11x its time cold (slow state).
 template <class A, KvDtype D>
 void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
                     std::size_t t1, QueryState* st, std::size_t nv) {
@@ -519,11 +521,13 @@ inline constexpr bool kRunsPageByPage = false;
 template <class A, KvDtype D>
 inline constexpr bool kRunsPageByPage<KeyRunner<A, D, ComputeUnit::fp32_fma>> = true;
 // Runners with run_pages(kv, kvh0, heads, t0, t1, st, nv): one query per kv head, whole pages
-// read by run_page_heads.
+// read by run_page_heads (int8, bf16 and f16 rows widened in registers; f32 rows keep
+// run_page_part, see run_page_heads).
 template <class Runner>
 inline constexpr bool kPipelinesPages = false;
-template <class A>
-inline constexpr bool kPipelinesPages<KeyRunner<A, KvDtype::int8, ComputeUnit::fp32_fma>> = true;
+template <class A, KvDtype D>
+inline constexpr bool kPipelinesPages<KeyRunner<A, D, ComputeUnit::fp32_fma>> =
+    D == KvDtype::int8 || D == KvDtype::bf16 || D == KvDtype::f16;
 // run() and run_paged() for runners that keep their queries in slots across calls: Derived
 // has begin(st, count, first) (queries into the unit's format, accumulators into its order, in
 // slots [first, first + count)), keys(kv, kvh, t0, t1, st, count, first, after_range) and
@@ -631,7 +635,8 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t parts_ahead = page_groups && !single_rows_ahead && part_bytes < kPartsAheadBytes
                                       ? (kPartsAheadBytes + part_bytes - 1) / part_bytes
                                       : 0;
-  // int8 rows over pages of at most a block there: run_page_heads, which pipelines the parts.
+  // int8 and 16-bit rows over pages of at most a block there: run_page_heads, which pipelines
+  // the parts.
   const bool page_heads =
       kPipelinesPages<Runner> && page_groups && !single_rows_ahead && kv.page_tokens <= kKeyBlock;
   // Page by page an item holds several heads, so one query per head reading in place may take

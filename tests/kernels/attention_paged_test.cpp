@@ -119,18 +119,18 @@ class SingleQueryRowsPolicy {
 };
 
 // MHA decode reads a paged cache page by page under both prefetch policies: without single
-// rows requested ahead (AMD's), all heads of a page in turn, int8 rows over pages of at most a
-// block through run_page_heads (two streams of heads, parts software-pipelined), the others
-// through run_page_part; with them (Intel's), a group of heads at a time. Heads that split
-// into even and uneven streams (2, 5, 32), pages cut short (5), of one score vector (16) and of
-// a block (64), the last page partial: within float32 rounding of the contiguous layout,
-// within the float64 bound, and threads change no bit.
+// rows requested ahead (AMD's), all heads of a page in turn, int8, bf16 and f16 rows over
+// pages of at most a block through run_page_heads (two streams of heads, parts
+// software-pipelined), f32 rows through run_page_part; with them (Intel's), a group of heads
+// at a time. Heads that split into even and uneven streams (2, 5, 32), pages cut short (5), of
+// one score vector (16) and of a block (64), the last page partial: within float32 rounding
+// of the contiguous layout, within the float64 bound, and threads change no bit.
 TEST(AttentionPagedHeads, BothPrefetchPoliciesOfOneQueryPerHead) {
   for (const bool single_rows : {false, true}) {
     const SingleQueryRowsPolicy policy(single_rows);
     for (const std::size_t n_kv : {2, 5, 32}) {
       if (kUnderSanitizers && n_kv == 32) continue;  // 2 and 5 split evenly and not
-      for (const KvDtype dtype : {KvDtype::int8, KvDtype::f32, KvDtype::bf16}) {
+      for (const KvDtype dtype : {KvDtype::int8, KvDtype::f32, KvDtype::bf16, KvDtype::f16}) {
         const RandomProblem rp(n_kv, n_kv, 128, 1100 + n_kv, 1, dtype, 53 + n_kv, 1.0f,
                                Data::outliers);
         const F64Attention truth = attend_f64(rp);
