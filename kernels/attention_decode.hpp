@@ -204,14 +204,7 @@ struct KvPart {
     return {k + i * stride, v + i * stride, step(k_scale), step(v_scale)};
   }
   // Requests the scales of `rows` rows into L2 (NextBlock::prefetch_scales' reason).
-  void prefetch_scales(std::size_t rows) const {
-    for (const float* scales : {k_scale, v_scale}) {
-      if (scales == nullptr) continue;
-      const auto* bytes = reinterpret_cast<const char*>(scales);
-      for (std::size_t b = 0; b < rows * sizeof(float); b += 64)
-        __builtin_prefetch(bytes + b, 0, 2);
-    }
-  }
+  void prefetch_scales(std::size_t rows) const { prefetch_row_scales(k_scale, v_scale, rows); }
 };
 
 // The parts of kv heads [kvh0, kvh0 + heads) of a paged cache over keys [t0, t1) in reading

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/prefetch_policy.hpp"
@@ -30,6 +31,23 @@ struct Case {
 const Case kCases[] = {{72, 128, 1}, {128, 1999, 1}, {40, 0, 17}, {24, 5, 70}};
 
 using Param = std::tuple<Isa, KvTypes, std::size_t, std::size_t>;  // ISA, types, group, N
+
+// rp on `isa` over its contiguous cache (1 thread) and over `paged` (1 and 2 threads, which
+// must agree bit for bit): {contiguous output, paged output}.
+std::pair<std::vector<float>, std::vector<float>> contiguous_and_paged(Isa isa,
+                                                                       const RandomProblem& rp,
+                                                                       const KvCache& paged) {
+  std::vector<float> flat(rp.out_size()), out(rp.out_size(), -1.0f), out2(rp.out_size(), -2.0f);
+  run_isa(isa, rp.problem(flat.data()), 1);
+  AttentionProblem p = rp.problem(out.data());
+  p.kv = paged.view();
+  run_isa(isa, p, 1);
+  p.out = out2.data();
+  run_isa(isa, p, 2);
+  EXPECT_EQ(0, std::memcmp(out.data(), out2.data(), out.size() * sizeof(float)))
+      << "1 vs 2 threads differ by " << max_abs_diff(out, out2);
+  return {std::move(flat), std::move(out)};
+}
 
 class AttentionPaged : public ::testing::TestWithParam<Param> {};
 
@@ -50,15 +68,7 @@ TEST_P(AttentionPaged, EqualsContiguousLayout) {
                            1.0f, Data::outliers);
     const KvCache paged = paged_copy(rp, page_tokens);
     ASSERT_TRUE(paged.view().paged());
-    std::vector<float> flat(rp.out_size()), out(rp.out_size(), -1.0f), out2(rp.out_size(), -2.0f);
-    run_isa(isa, rp.problem(flat.data()), 1);
-    AttentionProblem p = rp.problem(out.data());
-    p.kv = paged.view();
-    run_isa(isa, p, 1);
-    p.out = out2.data();
-    run_isa(isa, p, 2);
-    EXPECT_EQ(0, std::memcmp(out.data(), out2.data(), out.size() * sizeof(float)))
-        << "1 vs 2 threads differ by " << max_abs_diff(out, out2);
+    const auto [flat, out] = contiguous_and_paged(isa, rp, paged);
     // With one kv head, pages of whole blocks are read block for block as the contiguous
     // layout is (with more, decode reads page by page, all heads in turn, in other chunks).
     if (page_tokens % 64 == 0 && n_kv == 1) {
@@ -141,16 +151,7 @@ TEST(AttentionPagedHeads, BothPrefetchPoliciesOfOneQueryPerHead) {
             SCOPED_TRACE(std::string(single_rows ? "single rows requested, " : "streamed, ") +
                          std::to_string(n_kv) + " kv heads, " + std::string(to_string(dtype)) +
                          ", pages of " + std::to_string(page_tokens) + ", " + isa_name(isa));
-            std::vector<float> flat(rp.out_size()), out(rp.out_size(), -1.0f),
-                out2(rp.out_size(), -2.0f);
-            run_isa(isa, rp.problem(flat.data()), 1);
-            AttentionProblem p = rp.problem(out.data());
-            p.kv = paged.view();
-            run_isa(isa, p, 1);
-            p.out = out2.data();
-            run_isa(isa, p, 2);
-            EXPECT_EQ(0, std::memcmp(out.data(), out2.data(), out.size() * sizeof(float)))
-                << "1 vs 2 threads differ by " << max_abs_diff(out, out2);
+            const auto [flat, out] = contiguous_and_paged(isa, rp, paged);
             EXPECT_LE(max_abs_diff(out, flat), 1e-5 * max_abs(flat));
             EXPECT_LE(worst_of_bound(out, truth), 1.0) << "max |error| / bound";
           }
