@@ -14,6 +14,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/isa_neutral.hpp"
 #include "kernels/kv_view.hpp"
 #include "kernels/prefetch_policy.hpp"
 #include "kernels/scratch_pool.hpp"
@@ -185,7 +186,7 @@ class BlockRunPrefetcher {
  public:
   static constexpr std::size_t kMaxRuns = 32;
 
-  BlockRunPrefetcher(const BlockRows& rows, std::size_t n_rows) {
+  KVSCOPE_ISA_NEUTRAL BlockRunPrefetcher(const BlockRows& rows, std::size_t n_rows) {
     for (std::size_t c = 0; c * BlockRows::kChunkRows < n_rows; ++c) {
       const std::size_t chunk_rows =
           std::min(BlockRows::kChunkRows, n_rows - c * BlockRows::kChunkRows);
@@ -274,13 +275,14 @@ struct NextBlock {
   const float* v_scale = nullptr;
 
   NextBlock() = default;  // nothing to prefetch
-  NextBlock(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb, std::size_t end,
-            std::size_t max_rows) {
+  KVSCOPE_ISA_NEUTRAL NextBlock(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb,
+                                std::size_t end, std::size_t max_rows) {
     if (kv.paged() && kv.page_tokens < max_rows) return;
     *this = at(kv, kvh, b0 + nb, kv.block_rows(b0 + nb, end, max_rows));
   }
   // `rows` rows of kv head kvh from position pos (consecutive in memory).
-  static NextBlock at(const KvView& kv, std::size_t kvh, std::size_t pos, std::size_t rows) {
+  KVSCOPE_ISA_NEUTRAL static NextBlock at(const KvView& kv, std::size_t kvh, std::size_t pos,
+                                          std::size_t rows) {
     NextBlock next;
     if (rows > 0) {
       next.rows = rows, next.kvh = kvh, next.pos = pos;
@@ -291,13 +293,15 @@ struct NextBlock {
   }
   // The block after [b0, b0 + nb) in a range ending at `end`; at the range's end, after_end
   // (the rows read after the range, when the caller knows them).
-  static NextBlock within(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb,
-                          std::size_t end, std::size_t max_rows, const NextBlock& after_end) {
+  KVSCOPE_ISA_NEUTRAL static NextBlock within(const KvView& kv, std::size_t kvh, std::size_t b0,
+                                              std::size_t nb, std::size_t end, std::size_t max_rows,
+                                              const NextBlock& after_end) {
     return b0 + nb < end ? NextBlock(kv, kvh, b0, nb, end, max_rows) : after_end;
   }
   // The block after this one (up to max_rows rows) in a range ending at `end`, for a block
   // inside that range: none at its end, or over pages.
-  NextBlock following(const KvView& kv, std::size_t end, std::size_t max_rows) const {
+  KVSCOPE_ISA_NEUTRAL NextBlock following(const KvView& kv, std::size_t end,
+                                          std::size_t max_rows) const {
     if (rows == 0 || kv.paged() || pos + rows >= end) return {};
     return at(kv, kvh, pos + rows, kv.block_rows(pos + rows, end, max_rows));
   }
@@ -315,7 +319,7 @@ struct NextBlock {
   }
   // Whether the rows run on across pages (KvView::chunked_block_rows): k and v then hold only
   // the first page's, and kernels find the others by kvh and pos.
-  bool spans_pages(const KvView& kv) const {
+  KVSCOPE_ISA_NEUTRAL bool spans_pages(const KvView& kv) const {
     return rows > 0 && kv.paged() && kv.row_in_page(pos) + rows > kv.page_tokens;
   }
   // Requests the rows' scales into L2: a paged cache keeps them in each page, where no
@@ -357,7 +361,7 @@ class GroupPrefetcher {
   // Before block [b0, b0 + nb) is read. At a group's first block the next group's requests
   // begin; at the range's first block the rest of its own group is requested at once (no
   // group before it did).
-  void at_block(std::size_t b0, std::size_t nb) {
+  KVSCOPE_ISA_NEUTRAL void at_block(std::size_t b0, std::size_t nb) {
     if (!grouped() || (b0 - t0_) % group_rows_ != 0) return;
     const std::size_t next = b0 + group_rows_;
     if (next < t1_) {
@@ -429,9 +433,9 @@ inline NextBlock page_read_next(const KvView& kv, std::size_t kvh0, std::size_t 
 
 // The part `parts` on from head kvh0 + i's rows [b0, b0 + nb) of a page in that reading order
 // (parts < heads): a later head's rows of the page, else an earlier head's of the next page.
-inline NextBlock page_read_ahead(const KvView& kv, std::size_t kvh0, std::size_t heads,
-                                 std::size_t i, std::size_t b0, std::size_t nb, std::size_t end,
-                                 std::size_t parts) {
+KVSCOPE_ISA_NEUTRAL NextBlock page_read_ahead(const KvView& kv, std::size_t kvh0, std::size_t heads,
+                                              std::size_t i, std::size_t b0, std::size_t nb,
+                                              std::size_t end, std::size_t parts) {
   std::size_t j = i + parts, pos = b0;
   if (j >= heads) j -= heads, pos = b0 + nb;
   if (j >= heads || pos >= end) return NextBlock{};
@@ -473,8 +477,8 @@ class PageGroupPrefetcher {
   }
   std::size_t group_heads() const { return group_; }
   // Before head i's rows [b0, b1) of a page, in an item of heads from kvh0 over keys up to end.
-  void at_part(const KvView& kv, std::size_t kvh0, std::size_t i, std::size_t b0, std::size_t b1,
-               std::size_t end) {
+  KVSCOPE_ISA_NEUTRAL void at_part(const KvView& kv, std::size_t kvh0, std::size_t i,
+                                   std::size_t b0, std::size_t b1, std::size_t end) {
     if (i % group_ != 0) return;
     std::size_t next = i + group_, pos = b0;
     if (next >= heads_) next = 0, pos = b1;
@@ -512,8 +516,8 @@ class PageGroupPrefetcher {
 struct FirstBlockPrefetch {
   LinePrefetcher k, v;
 
-  FirstBlockPrefetch(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_t t1,
-                     std::size_t max_rows)
+  KVSCOPE_ISA_NEUTRAL FirstBlockPrefetch(const KvView& kv, std::size_t kvh, std::size_t t0,
+                                         std::size_t t1, std::size_t max_rows)
       : k(kv.k_row(kvh, t0), kv.block_rows(t0, t1, max_rows) * kv.k_row_bytes()),
         v(kv.v_row(kvh, t0), kv.block_rows(t0, t1, max_rows) * kv.v_row_bytes()) {}
   void next() { k.next(), v.next(); }

@@ -23,6 +23,7 @@
 #include "kernels/attention_block.hpp"
 #include "kernels/attention_block_multi.hpp"
 #include "kernels/attention_heads_in_lanes.hpp"
+#include "kernels/isa_neutral.hpp"
 #include "kernels/prefetch_policy.hpp"
 #include "kernels/units/compute_unit.hpp"
 
@@ -191,10 +192,10 @@ struct KvPart {
   const float* k_scale = nullptr;
   const float* v_scale = nullptr;
 
-  static KvPart at(const KvView& kv, std::size_t kvh, std::size_t pos) {
+  KVSCOPE_ISA_NEUTRAL static KvPart at(const KvView& kv, std::size_t kvh, std::size_t pos) {
     return {kv.k_row(kvh, pos), kv.v_row(kvh, pos), kv.k_scales(kvh, pos), kv.v_scales(kvh, pos)};
   }
-  KvPart head(std::size_t i, std::size_t stride) const {
+  KVSCOPE_ISA_NEUTRAL KvPart head(std::size_t i, std::size_t stride) const {
     if (k == nullptr) return {};
     const auto step = [&](const float* scales) {
       return scales ? reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(scales) +
@@ -208,21 +209,23 @@ struct KvPart {
 };
 
 // The parts of kv heads [kvh0, kvh0 + heads) of a paged cache over keys [t0, t1) in reading
-// order: a page's heads in turn, then the next page's. A page holds its heads' blocks at a
-// fixed stride, so a part is found by a step, not a page-table lookup.
+// order: a page's heads in turn, then the next page's (none for no heads). A page holds its
+// heads' blocks at a fixed stride, so a part is found by a step, not a page-table lookup.
 class PagePartCursor {
  public:
-  PagePartCursor(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
-                 std::size_t t1)
-      : kv_(&kv), kvh0_(kvh0), heads_(heads), t1_(t1), b0_(t0) {
+  KVSCOPE_ISA_NEUTRAL PagePartCursor(const KvView& kv, std::size_t kvh0, std::size_t heads,
+                                     std::size_t t0, std::size_t t1)
+      : kv_(&kv), kvh0_(kvh0), heads_(heads), t1_(t1), b0_(heads > 0 ? t0 : t1) {
     start_page();
   }
   bool done() const { return b0_ >= t1_; }
   std::size_t head() const { return i_; }  // of the item: kv head kvh0 + head()
   std::size_t first_key() const { return b0_; }
   std::size_t rows() const { return done() ? 0 : nb_; }
-  KvPart part() const { return done() ? KvPart{} : page_.head(i_, kv_->k_head_stride_bytes); }
-  void advance() {
+  KVSCOPE_ISA_NEUTRAL KvPart part() const {
+    return done() ? KvPart{} : page_.head(i_, kv_->k_head_stride_bytes);
+  }
+  KVSCOPE_ISA_NEUTRAL void advance() {
     if (done()) return;
     if (++i_ < heads_) return;
     i_ = 0, b0_ += nb_;
@@ -230,7 +233,7 @@ class PagePartCursor {
   }
 
  private:
-  void start_page() {
+  KVSCOPE_ISA_NEUTRAL void start_page() {
     if (done()) return;
     nb_ = kv_->block_rows(b0_, t1_, kv_->page_tokens);
     page_ = KvPart::at(*kv_, kvh0_, b0_);
@@ -292,7 +295,6 @@ void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::
       {PagePartCursor(kv, kvh0, half, t0, t1), PagePartCursor(kv, kvh0, half, t0, t1), 0},
       {PagePartCursor(kv, kvh0 + half, heads - half, t0, t1),
        PagePartCursor(kv, kvh0 + half, heads - half, t0, t1), half}};
-  if (heads == half) streams[1].cur = PagePartCursor(kv, kvh0, 1, t1, t1);  // no second half
   for (Stream& stream : streams) {
     for (std::size_t i = 0; i < ahead; ++i) stream.later.advance();
   }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/isa_neutral.hpp"
 #include "kernels/kv_dtype.hpp"
 
 namespace kvscope {
@@ -18,11 +19,11 @@ struct BlockRows {
   const std::byte* chunk[kMaxChunks] = {};
   std::size_t row_bytes = 0;
 
-  const std::byte* row(std::size_t r) const {
+  KVSCOPE_ISA_NEUTRAL const std::byte* row(std::size_t r) const {
     return chunk[r / kChunkRows] + r % kChunkRows * row_bytes;
   }
   // Whether the first `rows` rows are consecutive in memory (one page, or a contiguous cache).
-  bool consecutive(std::size_t rows) const {
+  KVSCOPE_ISA_NEUTRAL bool consecutive(std::size_t rows) const {
     for (std::size_t c = 1; c * kChunkRows < rows; ++c) {
       if (chunk[c] != chunk[c - 1] + kChunkRows * row_bytes) return false;
     }
@@ -67,15 +68,15 @@ struct KvView {
   std::size_t k_scale_offset = 0;  // 0 when keys carry no per-row scales
   std::size_t v_scale_offset = 0;
 
-  KvTypes types() const { return {k_dtype, v_dtype}; }
-  bool paged() const { return pages != nullptr; }
-  std::size_t k_row_bytes() const { return kv_row_bytes(k_dtype, head_dim); }
-  std::size_t v_row_bytes() const { return kv_row_bytes(v_dtype, head_dim); }
-  const std::byte* k_row(std::size_t kv_head, std::size_t pos) const {
+  KVSCOPE_ISA_NEUTRAL KvTypes types() const { return {k_dtype, v_dtype}; }
+  KVSCOPE_ISA_NEUTRAL bool paged() const { return pages != nullptr; }
+  KVSCOPE_ISA_NEUTRAL std::size_t k_row_bytes() const { return kv_row_bytes(k_dtype, head_dim); }
+  KVSCOPE_ISA_NEUTRAL std::size_t v_row_bytes() const { return kv_row_bytes(v_dtype, head_dim); }
+  KVSCOPE_ISA_NEUTRAL const std::byte* k_row(std::size_t kv_head, std::size_t pos) const {
     if (!paged()) return k + kv_head * k_head_stride_bytes + pos * k_row_bytes();
     return pages[page_of(pos)] + kv_head * k_head_stride_bytes + row_in_page(pos) * k_row_bytes();
   }
-  const std::byte* v_row(std::size_t kv_head, std::size_t pos) const {
+  KVSCOPE_ISA_NEUTRAL const std::byte* v_row(std::size_t kv_head, std::size_t pos) const {
     if (!paged()) return v + kv_head * v_head_stride_bytes + pos * v_row_bytes();
     return pages[page_of(pos)] + v_offset + kv_head * v_head_stride_bytes +
            row_in_page(pos) * v_row_bytes();
@@ -83,37 +84,38 @@ struct KvView {
   // Paged: the page of position pos, and its row there. Pages of a power of two tokens (all
   // that serving engines use) take a shift and a mask: a division here ran several times per
   // block and cost MHA decode over pages of 16 a fifth of its time (Intel Xeon, int8).
-  std::size_t page_of(std::size_t pos) const {
+  KVSCOPE_ISA_NEUTRAL std::size_t page_of(std::size_t pos) const {
     return std::has_single_bit(page_tokens) ? pos >> std::countr_zero(page_tokens)
                                             : pos / page_tokens;
   }
-  std::size_t row_in_page(std::size_t pos) const {
+  KVSCOPE_ISA_NEUTRAL std::size_t row_in_page(std::size_t pos) const {
     return std::has_single_bit(page_tokens) ? pos & (page_tokens - 1) : pos % page_tokens;
   }
   // The per-row scales of kv head kv_head from pos on, contiguous up to block_rows(pos, …);
   // nullptr for a type without them.
-  const float* k_scales(std::size_t kv_head, std::size_t pos) const {
+  KVSCOPE_ISA_NEUTRAL const float* k_scales(std::size_t kv_head, std::size_t pos) const {
     if (!kv_has_scales(k_dtype)) return nullptr;
     if (!paged()) return k_scale + kv_head * capacity + pos;
     return page_scales(k_scale_offset, kv_head, pos);
   }
-  const float* v_scales(std::size_t kv_head, std::size_t pos) const {
+  KVSCOPE_ISA_NEUTRAL const float* v_scales(std::size_t kv_head, std::size_t pos) const {
     if (!kv_has_scales(v_dtype)) return nullptr;
     if (!paged()) return v_scale + kv_head * capacity + pos;
     return page_scales(v_scale_offset, kv_head, pos);
   }
-  float k_row_scale(std::size_t kv_head, std::size_t pos) const {
+  KVSCOPE_ISA_NEUTRAL float k_row_scale(std::size_t kv_head, std::size_t pos) const {
     const float* s = k_scales(kv_head, pos);
     return s ? *s : 1.0f;
   }
-  float v_row_scale(std::size_t kv_head, std::size_t pos) const {
+  KVSCOPE_ISA_NEUTRAL float v_row_scale(std::size_t kv_head, std::size_t pos) const {
     const float* s = v_scales(kv_head, pos);
     return s ? *s : 1.0f;
   }
   // Rows of the key block that starts at b0 in a range ending at `end`: at most max_rows,
   // and never past the end of b0's page, so a block's rows are consecutive in memory.
   // 0 when b0 ≥ end.
-  std::size_t block_rows(std::size_t b0, std::size_t end, std::size_t max_rows) const {
+  KVSCOPE_ISA_NEUTRAL std::size_t block_rows(std::size_t b0, std::size_t end,
+                                             std::size_t max_rows) const {
     if (b0 >= end) return 0;
     std::size_t n = end - b0 < max_rows ? end - b0 : max_rows;
     if (paged()) {
@@ -127,7 +129,8 @@ struct KvView {
   // b0 on a chunk boundary of its page). Over pages of 16 the AMX kernels then work in
   // blocks of 64 keys as over a contiguous cache, not of 16 (2-3x slower: the per-block
   // softmax, transposes and accumulator updates four times as often).
-  std::size_t chunked_block_rows(std::size_t b0, std::size_t end, std::size_t max_rows) const {
+  KVSCOPE_ISA_NEUTRAL std::size_t chunked_block_rows(std::size_t b0, std::size_t end,
+                                                     std::size_t max_rows) const {
     if (!paged() || page_tokens % BlockRows::kChunkRows != 0 ||
         row_in_page(b0) % BlockRows::kChunkRows != 0) {
       return block_rows(b0, end, max_rows);
@@ -136,13 +139,13 @@ struct KvView {
     return end - b0 < max_rows ? end - b0 : max_rows;
   }
   // Rows [b0, b0 + nb) of kv head kv_head (nb at most 128, from chunked_block_rows) by chunk.
-  BlockRows k_block(std::size_t kv_head, std::size_t b0, std::size_t nb) const {
+  KVSCOPE_ISA_NEUTRAL BlockRows k_block(std::size_t kv_head, std::size_t b0, std::size_t nb) const {
     BlockRows rows{.row_bytes = k_row_bytes()};
     for (std::size_t c = 0; c * BlockRows::kChunkRows < nb; ++c)
       rows.chunk[c] = k_row(kv_head, b0 + c * BlockRows::kChunkRows);
     return rows;
   }
-  BlockRows v_block(std::size_t kv_head, std::size_t b0, std::size_t nb) const {
+  KVSCOPE_ISA_NEUTRAL BlockRows v_block(std::size_t kv_head, std::size_t b0, std::size_t nb) const {
     BlockRows rows{.row_bytes = v_row_bytes()};
     for (std::size_t c = 0; c * BlockRows::kChunkRows < nb; ++c)
       rows.chunk[c] = v_row(kv_head, b0 + c * BlockRows::kChunkRows);
@@ -150,7 +153,8 @@ struct KvView {
   }
 
  private:
-  const float* page_scales(std::size_t offset, std::size_t kv_head, std::size_t pos) const {
+  KVSCOPE_ISA_NEUTRAL const float* page_scales(std::size_t offset, std::size_t kv_head,
+                                               std::size_t pos) const {
     return reinterpret_cast<const float*>(pages[page_of(pos)] + kv_head * k_head_stride_bytes +
                                           offset) +
            row_in_page(pos);

@@ -4,11 +4,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/number_formats.hpp"
 #include "kernels/units/amx_tiles.hpp"
+#include "kernels/weights/gemm_shape_error.hpp"
 #include "kernels/weights/gemv_bf16_dot.hpp"
 
 namespace kvscope {
@@ -76,10 +75,10 @@ bool gemm_bf16_amx_fits(std::size_t m, const WeightsView& w) {
 
 void gemm_bf16_amx(const float* x, std::size_t m, const WeightsView& w, float* y, int threads) {
   if (!gemm_bf16_amx_fits(m, w)) {
-    throw std::invalid_argument("gemm_bf16_amx: needs bf16 weights with columns a multiple of " +
-                                std::to_string(kStep) + " and 2 to " +
-                                std::to_string(kAmxBatchRows) + " rows of x, got " +
-                                std::to_string(m) + " rows × " + std::to_string(w.cols));
+    static_assert(kStep == 32 && kAmxBatchRows == 16, "the message below names them");
+    throw_gemm_shape_error("gemm_bf16_amx",
+                           "bf16 weights with columns a multiple of 32 and 2 to 16 rows of x", m,
+                           w.rows, w.cols);
   }
   const std::size_t k = w.cols, n = w.rows, steps = k / kStep;
   // x as B tiles: step s, row p holds the pair (x[b][32s + 2p], x[b][32s + 2p + 1]) of every

@@ -7,11 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/attention_block.hpp"
 #include "kernels/units/amx_tiles.hpp"
+#include "kernels/weights/gemm_shape_error.hpp"
 
 namespace kvscope {
 namespace {
@@ -144,11 +143,11 @@ bool gemm_bf16_amx_blocked_fits(std::size_t m, const WeightsView& w) {
 void gemm_bf16_amx_blocked(const float* x, std::size_t m, const WeightsView& w, float* y,
                            int threads, AmxGemmScratch& scratch) {
   if (!gemm_bf16_amx_blocked_fits(m, w)) {
-    throw std::invalid_argument(
-        "gemm_bf16_amx_blocked: needs bf16 weights with rows a multiple of " +
-        std::to_string(kPair) + " and columns a multiple of " + std::to_string(kStep) +
-        ", and more than " + std::to_string(kTile) + " rows of x; got " + std::to_string(m) +
-        " rows × W " + std::to_string(w.rows) + " × " + std::to_string(w.cols));
+    static_assert(kPair == 32 && kStep == 32 && kTile == 16, "the message below names them");
+    throw_gemm_shape_error("gemm_bf16_amx_blocked",
+                           "bf16 weights with rows and columns multiples of 32, and more than 16 "
+                           "rows of x",
+                           m, w.rows, w.cols);
   }
   const std::size_t k = w.cols, n = w.rows, padded = (m + kPair - 1) / kPair * kPair;
   const std::size_t k_steps = k / kStep;
