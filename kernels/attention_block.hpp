@@ -249,16 +249,6 @@ class PhasedPrefetcher {
   std::size_t total_, per_step_ = 0;
 };
 
-// Requests the int8 scales of `rows` key and value rows into L2 (either may be nullptr: a type
-// without scales).
-inline void prefetch_row_scales(const float* k_scale, const float* v_scale, std::size_t rows) {
-  for (const float* scales : {k_scale, v_scale}) {
-    if (scales == nullptr) continue;
-    const auto* bytes = reinterpret_cast<const char*>(scales);
-    for (std::size_t i = 0; i < rows * sizeof(float); i += 64) __builtin_prefetch(bytes + i, 0, 2);
-  }
-}
-
 // What to prefetch while the block [b0, b0 + nb) of a key range ending at `end` computes: the
 // next block's rows (`rows` of them at k and v; 0 at the range's end), which the kernels
 // prefetch row by row, a block ahead. Not with pages shorter than a block: the next block of
@@ -325,7 +315,14 @@ struct NextBlock {
   // Requests the rows' scales into L2: a paged cache keeps them in each page, where no
   // hardware prefetcher follows them (an int8 page of 16 rows has one line of each; unasked,
   // every page's first read of them waited for memory: 8% of MHA decode over pages of 16).
-  void prefetch_scales() const { prefetch_row_scales(k_scale, v_scale, rows); }
+  void prefetch_scales() const {
+    for (const float* scales : {k_scale, v_scale}) {
+      if (scales == nullptr) continue;
+      const auto* bytes = reinterpret_cast<const char*>(scales);
+      for (std::size_t i = 0; i < rows * sizeof(float); i += 64)
+        __builtin_prefetch(bytes + i, 0, 2);
+    }
+  }
 };
 
 // The prefetches of a key range [t0, t1) of one kv head of a contiguous cache, read block by

@@ -184,30 +184,6 @@ void run_page_part(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
   }
 }
 
-// Kv head kvh's rows of a page from position pos on: keys, values and their int8 scales
-// (nullptr for types without). Another head's rows of the page lie whole head strides on.
-struct KvPart {
-  const std::byte* k = nullptr;
-  const std::byte* v = nullptr;
-  const float* k_scale = nullptr;
-  const float* v_scale = nullptr;
-
-  KVSCOPE_ISA_NEUTRAL static KvPart at(const KvView& kv, std::size_t kvh, std::size_t pos) {
-    return {kv.k_row(kvh, pos), kv.v_row(kvh, pos), kv.k_scales(kvh, pos), kv.v_scales(kvh, pos)};
-  }
-  KVSCOPE_ISA_NEUTRAL KvPart head(std::size_t i, std::size_t stride) const {
-    if (k == nullptr) return {};
-    const auto step = [&](const float* scales) {
-      return scales ? reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(scales) +
-                                                     i * stride)
-                    : nullptr;
-    };
-    return {k + i * stride, v + i * stride, step(k_scale), step(v_scale)};
-  }
-  // Requests the scales of `rows` rows into L2 (NextBlock::prefetch_scales' reason).
-  void prefetch_scales(std::size_t rows) const { prefetch_row_scales(k_scale, v_scale, rows); }
-};
-
 // The parts of kv heads [kvh0, kvh0 + heads) of a paged cache over keys [t0, t1) in reading
 // order: a page's heads in turn, then the next page's (none for no heads). A page holds its
 // heads' blocks at a fixed stride, so a part is found by a step, not a page-table lookup.
@@ -221,26 +197,36 @@ class PagePartCursor {
   bool done() const { return b0_ >= t1_; }
   std::size_t head() const { return i_; }  // of the item: kv head kvh0 + head()
   std::size_t first_key() const { return b0_; }
-  std::size_t rows() const { return done() ? 0 : nb_; }
-  KVSCOPE_ISA_NEUTRAL KvPart part() const {
-    return done() ? KvPart{} : page_.head(i_, kv_->k_head_stride_bytes);
+  std::size_t rows() const { return done() ? 0 : page_.rows; }
+  // The part's rows (NextBlock::at's, found by a step from head kvh0's).
+  KVSCOPE_ISA_NEUTRAL NextBlock part() const {
+    if (done()) return {};
+    NextBlock at = page_;
+    const std::size_t step = i_ * kv_->k_head_stride_bytes;  // V's stride is the same in a page
+    const auto stepped = [step](const float* scales) {
+      return scales
+                 ? reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(scales) + step)
+                 : nullptr;
+    };
+    at.kvh += i_, at.k += step, at.v += step;
+    at.k_scale = stepped(at.k_scale), at.v_scale = stepped(at.v_scale);
+    return at;
   }
   KVSCOPE_ISA_NEUTRAL void advance() {
     if (done()) return;
     if (++i_ < heads_) return;
-    i_ = 0, b0_ += nb_;
+    i_ = 0, b0_ += page_.rows;
     start_page();
   }
 
  private:
   KVSCOPE_ISA_NEUTRAL void start_page() {
     if (done()) return;
-    nb_ = kv_->block_rows(b0_, t1_, kv_->page_tokens);
-    page_ = KvPart::at(*kv_, kvh0_, b0_);
+    page_ = NextBlock::at(*kv_, kvh0_, b0_, kv_->block_rows(b0_, t1_, kv_->page_tokens));
   }
   const KvView* kv_;
-  std::size_t kvh0_, heads_, t1_, b0_, nb_ = 0, i_ = 0;
-  KvPart page_;  // head kvh0's part of the current page
+  std::size_t kvh0_, heads_, t1_, b0_, i_ = 0;
+  NextBlock page_;  // head kvh0's rows of the current page
 };
 
 // One query per kv head (st[i] for head kvh0 + i) over keys [t0, t1) of kv heads
@@ -253,8 +239,8 @@ class PagePartCursor {
 // so the heads go in two streams, the item's first half and its second, taking parts in turn:
 // each stream still reads its rows in order (a page's heads, then the next page's) and the
 // hardware prefetchers follow it. While a part's keys are read, the keys of the part `ahead`
-// on in its stream are requested, while its values are, that part's values (ahead: 8 KiB of
-// parts, as run_page_part's page_read_ahead).
+// on in its stream are requested, while its values are, that part's values (ahead: decode_with's
+// parts_ahead, 8 KiB of parts, at least one).
 // MHA int8 decode over pages of 16, Zen 5, 2 threads, against run_page_part (binaries
 // alternated; contiguous step in brackets): warm 0.69x the time at 2,000 tokens; cold with
 // memory in its fast state 0.65x at 2,000 (1.08x the contiguous step against 1.66x) and
@@ -268,11 +254,8 @@ class PagePartCursor {
 // run_page_part: pipelined they took 1.11x its time cold (slow state).
 template <class A, KvDtype D>
 void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
-                    std::size_t t1, QueryState* st, std::size_t nv) {
+                    std::size_t t1, QueryState* st, std::size_t nv, std::size_t ahead) {
   constexpr std::size_t W = fbatch<A>::size;
-  constexpr std::size_t kAheadBytes = 8 * 1024;
-  const std::size_t part_bytes = kv.page_tokens * (kv.k_row_bytes() + kv.v_row_bytes());
-  const std::size_t ahead = std::max<std::size_t>(1, (kAheadBytes + part_bytes - 1) / part_bytes);
   // One part in flight: its block, scores and weights, and the requests of its values.
   struct Slot {
     KeyBlock<D> blk;
@@ -281,20 +264,19 @@ void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::
     PageRunPrefetcher values_ahead{nullptr, 0};
     alignas(64) float s[kKeyBlock];
     alignas(64) float p[kKeyBlock];
-    alignas(64) float scales[2][kKeyBlock];  // a part that is not whole vectors: padded scales
+    alignas(64) float scales[2][kKeyBlock];  // padded k and v scales where needed
   };
   Slot slots[2];
 
   // Two streams of parts, each in reading order: the first half of the heads and the second.
   struct Stream {
     PagePartCursor cur, later;
-    std::size_t first_head;
   };
   const std::size_t half = (heads + 1) / 2;
   Stream streams[2] = {
-      {PagePartCursor(kv, kvh0, half, t0, t1), PagePartCursor(kv, kvh0, half, t0, t1), 0},
+      {PagePartCursor(kv, kvh0, half, t0, t1), PagePartCursor(kv, kvh0, half, t0, t1)},
       {PagePartCursor(kv, kvh0 + half, heads - half, t0, t1),
-       PagePartCursor(kv, kvh0 + half, heads - half, t0, t1), half}};
+       PagePartCursor(kv, kvh0 + half, heads - half, t0, t1)}};
   for (Stream& stream : streams) {
     for (std::size_t i = 0; i < ahead; ++i) stream.later.advance();
   }
@@ -308,28 +290,26 @@ void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::
     ++turn;
     PagePartCursor& cur = stream->cur;
     PagePartCursor& later = stream->later;
-    const KvPart part = cur.part(), part_ahead = later.part();
-    const std::size_t nb = cur.rows(), nb_ahead = later.rows();
-    if constexpr (D == KvDtype::int8) part_ahead.prefetch_scales(nb_ahead);
+    const NextBlock part = cur.part(), part_ahead = later.part();
+    const std::size_t nb = part.rows;
+    if constexpr (D == KvDtype::int8) part_ahead.prefetch_scales();
     const float* k_scale = part.k_scale;
     const float* v_scale = part.v_scale;
-    if (nb % W != 0 && k_scale != nullptr) {
-      const std::size_t lanes = (nb + W - 1) / W * W;
-      copy_scales<A>(k_scale, nb, lanes, slot.scales[0]);
-      copy_scales<A>(v_scale, nb, lanes, slot.scales[1]);
-      k_scale = slot.scales[0], v_scale = slot.scales[1];
+    if (nb % W != 0 && k_scale != nullptr) {  // a part that is not whole vectors: padded scales
+      block_scales<A>(kv, part.kvh, part.pos, nb, (nb + W - 1) / W * W, slot.scales[0],
+                      slot.scales[1], k_scale, v_scale);
     }
     slot.blk = KeyBlock<D>{reinterpret_cast<const elem_t<D>*>(part.k),
                            reinterpret_cast<const elem_t<D>*>(part.v),
                            kv.head_dim,
-                           cur.first_key(),
+                           part.pos,
                            nb,
                            k_scale,
                            v_scale};
-    slot.st = st + stream->first_head + cur.head();
+    slot.st = st + (part.kvh - kvh0);
     slot.n = visible_rows(*slot.st, slot.blk);
-    slot.values_ahead = PageRunPrefetcher(part_ahead.v, nb_ahead * kv.v_row_bytes());
-    PageRunPrefetcher keys_ahead(part_ahead.k, nb_ahead * kv.k_row_bytes());
+    slot.values_ahead = PageRunPrefetcher(part_ahead.v, part_ahead.rows * kv.v_row_bytes());
+    PageRunPrefetcher keys_ahead(part_ahead.k, part_ahead.rows * kv.k_row_bytes());
     if (slot.n > 0) {
       query_scores<A, D, true>(slot.st->q, slot.blk.k, slot.blk.stride, slot.n, nv,
                                slot.blk.k_scale, slot.s, keys_ahead);
@@ -473,8 +453,8 @@ struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
   }
   // One query per kv head over whole pages, all heads of an item (run_page_heads).
   void run_pages(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
-                 std::size_t t1, QueryState* st, std::size_t nv) {
-    run_page_heads<A, D>(kv, kvh0, heads, t0, t1, st, nv);
+                 std::size_t t1, QueryState* st, std::size_t nv, std::size_t ahead) {
+    run_page_heads<A, D>(kv, kvh0, heads, t0, t1, st, nv, ahead);
   }
   std::optional<HeadsInLanes<A>> lanes;
 };
@@ -515,8 +495,8 @@ template <class Runner>
 inline constexpr bool kRunsPageByPage = false;
 template <class A, KvDtype D>
 inline constexpr bool kRunsPageByPage<KeyRunner<A, D, ComputeUnit::fp32_fma>> = true;
-// Runners with run_pages(kv, kvh0, heads, t0, t1, st, nv): one query per kv head, whole pages
-// read by run_page_heads (int8, bf16 and f16 rows widened in registers; f32 rows keep
+// Runners with run_pages(kv, kvh0, heads, t0, t1, st, nv, ahead): one query per kv head, whole
+// pages read by run_page_heads (int8, bf16 and f16 rows widened in registers; f32 rows keep
 // run_page_part, see run_page_heads).
 template <class Runner>
 inline constexpr bool kPipelinesPages = false;
@@ -699,7 +679,8 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
         if (by_page) runner.run_paged(kv, kvh0, heads_per_item, t0, t1, st, g);
       } else if (page_heads) {
         if constexpr (kPipelinesPages<Runner>) {
-          runner.run_pages(kv, kvh0, heads_per_item, t0, t1, st, nv);
+          runner.run_pages(kv, kvh0, heads_per_item, t0, t1, st, nv,
+                           std::max<std::size_t>(parts_ahead, 1));
         }
       } else if (by_page) {
         // Rows read in place take blocks across pages (run_key_range).

@@ -45,7 +45,7 @@ TEST(PagePartCursor, VisitsEachPagesHeadsInTurnThroughTheTable) {
       EXPECT_EQ(cur.head(), i);
       EXPECT_EQ(cur.first_key(), b0);
       EXPECT_EQ(cur.rows(), rows);
-      const KvPart part = cur.part();
+      const NextBlock part = cur.part();
       EXPECT_EQ(part.k, f.kv.k_row(kvh0 + i, b0));
       EXPECT_EQ(part.v, f.kv.v_row(kvh0 + i, b0));
       EXPECT_EQ(part.k_scale, f.kv.k_scales(kvh0 + i, b0));
