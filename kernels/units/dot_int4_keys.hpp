@@ -1,7 +1,8 @@
 #pragma once
 // The int4 VNNI kernels as the decode and prefill drivers run them (attention_decode.hpp's
 // KeyRunner contract): one query per kv head through the fused kernels (dot_int4.hpp), 2 or
-// more through a block unpacked once for all of them (dot_int4_block.hpp). Include only from
+// more through a block unpacked once for all of them (dot_int4_block.hpp), their scores 16
+// queries at a time, a query per lane (dot_int4_lanes.hpp). Include only from
 // kernels/arch/avx512_dot.cpp.
 #include <immintrin.h>
 
@@ -12,6 +13,7 @@
 #include "kernels/attention_prefill.hpp"
 #include "kernels/units/dot_int4.hpp"
 #include "kernels/units/dot_int4_block.hpp"
+#include "kernels/units/dot_int4_lanes.hpp"
 
 namespace kvscope::simd {
 
@@ -24,10 +26,13 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
   Int4DotKeys(std::size_t head_dim, std::size_t max_queries)
       : max_queries_(max_queries),
         geo_(head_dim),
-        vectors_(16 * (max_queries * 3 * geo_.segments + 2 * geo_.segments * 16 +
-                       Int4Block::vectors(geo_))),
-        floats_(max_queries * geo_.positions + 2 * kDotBlock + geo_.segments * 16 * 16),
+        vectors_(16 *
+                 (max_queries * 3 * geo_.segments + 2 * geo_.segments * 16 +
+                  Int4Block::vectors(geo_) + max_queries / 16 * Int4QueryLanes::vectors(geo_))),
+        floats_(max_queries * geo_.positions + 2 * kDotBlock + geo_.segments * 16 * 16 +
+                kDotBlock * 16 + max_queries / 16 * 16 * kDotBlock),
         queries_(max_queries),
+        lanes_(max_queries / 16 + 1),
         natural_(geo_.positions) {
     for (std::size_t c = 0; c < geo_.positions; ++c) {
       natural_.get()[c] = static_cast<std::uint32_t>(geo_.natural(c));
@@ -41,6 +46,19 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
 
   __m512i* packed() const { return reinterpret_cast<__m512i*>(vectors_.get()); }
   float* acc_of(std::size_t slot) const { return floats_.get() + slot * geo_.positions; }
+  // After the queries, both digits' weights and the block: lane group j's packed queries.
+  __m512i* lane_vectors(std::size_t j) const {
+    return packed() + max_queries_ * 3 * geo_.segments + 2 * geo_.segments * 16 +
+           Int4Block::vectors(geo_) + j * Int4QueryLanes::vectors(geo_);
+  }
+  // After the accumulators, s, p and wf: the lanes' scores as lanes (64 × 16), then as rows,
+  // 64 per slot of the lane groups.
+  float* lane_tile() const {
+    return acc_of(max_queries_) + 2 * kDotBlock + geo_.segments * 16 * 16;
+  }
+  float* lane_scores(std::size_t slot) const {
+    return lane_tile() + kDotBlock * 16 + slot * kDotBlock;
+  }
 
   // States st[0, count) into slots [first, first + count): queries packed, accumulators
   // gathered into interleaved order.
@@ -56,6 +74,10 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
         _mm512_store_ps(acc_of(first + i) + c,
                         _mm512_mask_i32gather_ps(_mm512_setzero_ps(), real, idx, st[i].acc, 4));
       }
+    }
+    // Slots 16j … 16j + 15 inside the range, a query per lane (for block()).
+    for (std::size_t j = (first + 15) / 16; 16 * j + 16 <= first + count; ++j) {
+      lanes_.get()[j] = pack_int4_query_lanes(queries_.get() + 16 * j, 16, geo_, lane_vectors(j));
     }
   }
 
@@ -108,23 +130,39 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
       return st[i].last_key < b0 ? 0 : st[i].last_key - b0 + 1 < nb ? st[i].last_key - b0 + 1 : nb;
     };
     const bool shared = count > 1;
+    std::size_t n_max = 0;
     if (shared) {
-      std::size_t n_max = 0;
       for (std::size_t i = 0; i < count; ++i) n_max = visible(i) > n_max ? visible(i) : n_max;
       if (n_max == 0) return;
       int4_unpack_block(k, v, n_max, geo_, blk, k_ahead, v_ahead);
+    }
+    // Slots first + [0, lanes_end) have their scores from the lane groups.
+    std::size_t lanes_end = 0;
+    if (shared && count >= 16 && first % 16 == 0) {
+      lanes_end = count / 16 * 16;
+      for (std::size_t j = 0; j < lanes_end; j += 16) {
+        const std::size_t slot = first + j;
+        int4_lanes_scores(lanes_.get()[slot / 16], blk, n_max, geo_, lane_tile(),
+                          lane_scores(slot));
+      }
     }
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t n = visible(i);
       if (n == 0) continue;  // the whole block lies after this query
       float* a = acc_of(first + i);
-      if (shared) {
+      float* si = s;
+      if (i < lanes_end) {
+        si = lane_scores(first + i);
+        for (std::size_t t0 = 0; t0 < kDotBlock; t0 += 16) {
+          _mm512_store_ps(si + t0, mask_past(_mm512_load_ps(si + t0), n, t0));
+        }
+      } else if (shared) {
         int4_block_scores(queries[i], blk, n, geo_, s);
       } else {
         int4_dot_scores(queries[i], k, n, geo_, s, k_ahead);
       }
       __m512 x[4];
-      softmax_block(st[i], s, n, a, geo_.positions, x);
+      softmax_block(st[i], si, n, a, geo_.positions, x);
       for (int j = 0; j < 4; ++j) _mm512_store_ps(p + 16 * j, x[j]);
       if (shared) {
         const Int4Weights w = int4_block_weights(p, blk, n, geo_, wf, wv);
@@ -143,6 +181,7 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
   Scratch<A, std::int32_t> vectors_;  // __m512i each 16
   Scratch<A> floats_;
   Scratch<A, Int4Query> queries_;
+  Scratch<A, Int4QueryLanes> lanes_;  // [slot / 16]
   Scratch<A, std::uint32_t> natural_;
 };
 
