@@ -30,7 +30,7 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
                  (max_queries * 3 * geo_.segments + 2 * geo_.segments * 16 +
                   Int4Block::vectors(geo_) + max_queries / 16 * Int4QueryLanes::vectors(geo_))),
         floats_(max_queries * geo_.positions + 2 * kDotBlock + geo_.segments * 16 * 16 +
-                kDotBlock * 16 + max_queries / 16 * 16 * kDotBlock),
+                2 * kDotBlock * 16 + max_queries / 16 * 16 * kDotBlock),
         queries_(max_queries),
         lanes_(max_queries / 16 + 1),
         natural_(geo_.positions) {
@@ -57,7 +57,7 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
     return acc_of(max_queries_) + 2 * kDotBlock + geo_.segments * 16 * 16;
   }
   float* lane_scores(std::size_t slot) const {
-    return lane_tile() + kDotBlock * 16 + slot * kDotBlock;
+    return lane_tile() + 2 * kDotBlock * 16 + slot * kDotBlock;
   }
 
   // States st[0, count) into slots [first, first + count): queries packed, accumulators
@@ -140,10 +140,16 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
     std::size_t lanes_end = 0;
     if (shared && count >= 16 && first % 16 == 0) {
       lanes_end = count / 16 * 16;
-      for (std::size_t j = 0; j < lanes_end; j += 16) {
+      std::size_t j = 0;
+      for (; j + 32 <= lanes_end; j += 32) {  // two lane groups per pass
         const std::size_t slot = first + j;
-        int4_lanes_scores(lanes_.get()[slot / 16], blk, n_max, geo_, lane_tile(),
-                          lane_scores(slot));
+        int4_lanes_scores<2>(lanes_.get() + slot / 16, blk, n_max, geo_, lane_tile(),
+                             lane_scores(slot));
+      }
+      if (j < lanes_end) {
+        const std::size_t slot = first + j;
+        int4_lanes_scores<1>(lanes_.get() + slot / 16, blk, n_max, geo_, lane_tile(),
+                             lane_scores(slot));
       }
     }
     for (std::size_t i = 0; i < count; ++i) {

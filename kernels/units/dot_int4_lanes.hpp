@@ -64,30 +64,37 @@ inline Int4QueryLanes pack_int4_query_lanes(const Int4Query* queries, std::size_
   return Int4QueryLanes{q, bias, scales};
 }
 
-// sᵀ[t][ℓ] ← lane ℓ's score over rows t0 + r, r < R (rows of the block that exist: r < rows).
-template <std::size_t R>
-[[gnu::always_inline]] inline void int4_lanes_rows(const Int4QueryLanes& ql, const Int4Block& blk,
+// sᵀ[v][t][ℓ] ← lane ℓ of lane group v's score over row t = t0 + r, r < R (rows of the block
+// that exist: r < rows), for QV lane groups: one broadcast of a key piece feeds QV of them.
+template <std::size_t R, std::size_t QV>
+[[gnu::always_inline]] inline void int4_lanes_rows(const Int4QueryLanes* ql, const Int4Block& blk,
                                                    std::size_t t0, std::size_t rows,
                                                    const Int4DotGeometry& geo, float* st) {
   const std::size_t S = geo.segments;
-  __m512 score[R];
+  __m512 score[R][QV];
 #pragma GCC unroll 16
-  for (std::size_t r = 0; r < R; ++r) score[r] = _mm512_setzero_ps();
+  for (std::size_t r = 0; r < R; ++r) {
+    for (std::size_t v = 0; v < QV; ++v) score[r][v] = _mm512_setzero_ps();
+  }
   for (std::size_t s = 0; s < S; ++s) {
     for (std::size_t L = 0; L < 4; ++L) {
-      __m512i sum[R];
+      __m512i sum[R][QV];
 #pragma GCC unroll 16
-      for (std::size_t r = 0; r < R; ++r) sum[r] = ql.bias[s * 4 + L];
+      for (std::size_t r = 0; r < R; ++r) {
+        for (std::size_t v = 0; v < QV; ++v) sum[r][v] = ql[v].bias[s * 4 + L];
+      }
       for (std::size_t h = 0; h < 2; ++h) {
 #pragma GCC unroll 4
         for (std::size_t i = 0; i < 4; ++i) {
-          const __m512i q = ql.q[(s * 2 + h) * 16 + 4 * L + i];
+          __m512i q[QV];
+          for (std::size_t v = 0; v < QV; ++v) q[v] = ql[v].q[(s * 2 + h) * 16 + 4 * L + i];
 #pragma GCC unroll 16
           for (std::size_t r = 0; r < R; ++r) {
             if (r >= rows) continue;
             const auto* nibbles =
                 reinterpret_cast<const std::int32_t*>(blk.k_nibbles + ((t0 + r) * S + s) * 2 + h);
-            sum[r] = dot_u8s8(sum[r], _mm512_set1_epi32(nibbles[4 * L + i]), q);
+            const __m512i x = _mm512_set1_epi32(nibbles[4 * L + i]);
+            for (std::size_t v = 0; v < QV; ++v) sum[r][v] = dot_u8s8(sum[r][v], x, q[v]);
           }
         }
       }
@@ -95,36 +102,49 @@ template <std::size_t R>
       for (std::size_t r = 0; r < R; ++r) {
         if (r >= rows) continue;
         const auto* scales = reinterpret_cast<const float*>(blk.k_scales + (t0 + r) * S + s);
-        score[r] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_set1_ps(scales[4 * L]), score[r]);
+        const __m512 scale = _mm512_set1_ps(scales[4 * L]);
+        for (std::size_t v = 0; v < QV; ++v) {
+          score[r][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r][v]), scale, score[r][v]);
+        }
       }
     }
   }
-  const __m512 sq = _mm512_load_ps(ql.scale);
+  for (std::size_t v = 0; v < QV; ++v) {
+    const __m512 sq = _mm512_load_ps(ql[v].scale);
 #pragma GCC unroll 16
-  for (std::size_t r = 0; r < R; ++r) {
-    _mm512_store_ps(st + (t0 + r) * 16, _mm512_mul_ps(score[r], sq));
+    for (std::size_t r = 0; r < R; ++r) {
+      if (r >= rows) continue;  // rows past the block's 64 would be the next group's
+      _mm512_store_ps(st + (v * kDotBlock + t0 + r) * 16, _mm512_mul_ps(score[r][v], sq));
+    }
   }
 }
 
 // s[ℓ · 64 + t] ← query ℓ's score over block row t, t < n (n ≤ the rows unpacked), for the
-// lanes' queries; rows from n on are left as they were (the caller masks them per query).
-// st: scratch of 64 × 16 floats.
-inline void int4_lanes_scores(const Int4QueryLanes& ql, const Int4Block& blk, std::size_t n,
-                              const Int4DotGeometry& geo, float* st, float* s) {
-  constexpr std::size_t R = 8;  // 8 int32 sums and 8 scores: 16 of the 32 registers
+// queries of QV lane groups (query ℓ of group v at s + v · 16 · 64); rows from n on are left
+// as they were (the caller masks them per query). st: scratch of QV × 64 × 16 floats.
+template <std::size_t QV>
+void int4_lanes_scores(const Int4QueryLanes* ql, const Int4Block& blk, std::size_t n,
+                       const Int4DotGeometry& geo, float* st, float* s) {
+  // R rows × QV groups of int32 sums and of scores: 16 (QV 1) or 24 (QV 2) of the 32 registers.
+  constexpr std::size_t R = QV == 1 ? 8 : 6;
   for (std::size_t t0 = 0; t0 < n; t0 += R) {
     if (n - t0 >= R) {
-      int4_lanes_rows<R>(ql, blk, t0, R, geo, st);
+      int4_lanes_rows<R, QV>(ql, blk, t0, R, geo, st);
     } else {
-      int4_lanes_rows<R>(ql, blk, t0, n - t0, geo, st);
+      int4_lanes_rows<R, QV>(ql, blk, t0, n - t0, geo, st);
     }
   }
-  for (std::size_t t0 = 0; t0 < n; t0 += 16) {  // a row per lane back to a row per query
-    __m512i r[16];
-    for (std::size_t t = 0; t < 16; ++t) r[t] = _mm512_load_si512(st + (t0 + t) * 16);
-    transpose16x16_epi32(r);
-    for (std::size_t l = 0; l < 16; ++l) _mm512_store_si512(s + l * kDotBlock + t0, r[l]);
+  for (std::size_t v = 0; v < QV; ++v) {
+    for (std::size_t t0 = 0; t0 < n; t0 += 16) {  // a row per lane back to a row per query
+      __m512i r[16];
+      for (std::size_t t = 0; t < 16; ++t) {
+        r[t] = _mm512_load_si512(st + (v * kDotBlock + t0 + t) * 16);
+      }
+      transpose16x16_epi32(r);
+      for (std::size_t l = 0; l < 16; ++l) {
+        _mm512_store_si512(s + (v * 16 + l) * kDotBlock + t0, r[l]);
+      }
+    }
   }
 }
 
