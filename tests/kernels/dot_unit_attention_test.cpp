@@ -458,13 +458,13 @@ TEST(Int4OnVnniShared, BlockEqualsEachQueryReadingAlone) {
   }
 }
 
-// From 16 queries per kv head the block's scores come 16 queries at a time, a query per lane
-// (dot_int4_lanes.hpp); the rest of a group (17, 40) query by query. The lane sums round in
-// another order, so a weight may round to the neighbouring u8 step: within a step of the
-// weights (as check 1) of reading alone. Head sizes with a short last group or segment.
+// From 8 queries per kv head the block's scores come 16 queries at a time, a query per lane
+// (dot_int4_lanes.hpp), a last group of 8 or more too (24, 40); fewer query by query (17). The lane
+// sums round in another order, so a weight may round to the neighbouring u8 step: within a step of
+// the weights (as check 1) of reading alone. Head sizes with a short last group or segment.
 TEST(Int4OnVnniShared, LanesAgreeWithEachQueryReadingAlone) {
   if (!cpu_has(ComputeUnit::vnni_int8)) GTEST_SKIP() << "CPU lacks avx512_vnni (or AVX-512)";
-  for (std::size_t group : {16, 17, 32, 40}) {
+  for (std::size_t group : {8, 16, 17, 24, 32, 40}) {
     for (std::size_t d : {40, 128, 136}) {
       for (std::size_t tokens : {1, 17, 64, 129, 256}) {
         SCOPED_TRACE(std::to_string(group) + " queries per kv head, head_dim " + std::to_string(d) +
