@@ -47,8 +47,10 @@ inline Int4QueryLanes pack_int4_query_lanes(const Int4Query* queries, std::size_
     for (int h = 0; h < 3; ++h) {  // lo, hi, then the lane biases
       __m512i r[16];
       for (std::size_t i = 0; i < 16; ++i) {
-        const __m512i* from = h == 0 ? queries[i].lo : h == 1 ? queries[i].hi : queries[i].bias;
-        r[i] = i < count ? from[s] : _mm512_setzero_si512();
+        r[i] = _mm512_setzero_si512();
+        if (i >= count) continue;  // queries[count …] do not exist
+        const Int4Query& q = queries[i];
+        r[i] = (h == 0 ? q.lo : h == 1 ? q.hi : q.bias)[s];
       }
       transpose16x16_epi32(r);  // r[k]: piece (or bias lane) k of every query
       if (h < 2) {
