@@ -49,13 +49,14 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
   // (GQA-4) 0.90-0.91x the time at 2,000 and 32,768 tokens, 4 (GQA-8) 1.19x.
   static constexpr std::size_t kMinLanes = 8;
 
+  // vectors_: the packed queries, both digits' weights, the unpacked block, the lane groups.
   __m512i* packed() const { return reinterpret_cast<__m512i*>(vectors_.get()); }
-  float* acc_of(std::size_t slot) const { return floats_.get() + slot * geo_.positions; }
-  // After the queries, both digits' weights and the block: lane group j's packed queries.
+  __m512i* weight_vectors() const { return packed() + max_queries_ * 3 * geo_.segments; }
+  __m512i* block_vectors() const { return weight_vectors() + 2 * geo_.segments * 16; }
   __m512i* lane_vectors(std::size_t j) const {
-    return packed() + max_queries_ * 3 * geo_.segments + 2 * geo_.segments * 16 +
-           Int4Block::vectors(geo_) + j * Int4QueryLanes::vectors(geo_);
+    return block_vectors() + Int4Block::vectors(geo_) + j * Int4QueryLanes::vectors(geo_);
   }
+  float* acc_of(std::size_t slot) const { return floats_.get() + slot * geo_.positions; }
   // After the accumulators, s, p and wf: the lanes' scores as lanes (64 × 16), then as rows,
   // 64 per slot of the lane groups.
   float* lane_tile() const {
@@ -80,7 +81,9 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
                         _mm512_mask_i32gather_ps(_mm512_setzero_ps(), real, idx, st[i].acc, 4));
       }
     }
-    // Slots 16j … 16j + 15 inside the range (fewer at its end), a query per lane (for block()).
+    // Slots 16j … 16j + 15 inside the range (fewer at its end), a query per lane, for block()
+    // (which takes lane groups only for kMinLanes queries or more).
+    if (count < kMinLanes) return;
     for (std::size_t j = (first + 15) / 16; 16 * j < first + count; ++j) {
       const std::size_t cnt = std::min<std::size_t>(16, first + count - 16 * j);
       lanes_.get()[j] = pack_int4_query_lanes(queries_.get() + 16 * j, cnt, geo_, lane_vectors(j));
@@ -124,8 +127,8 @@ class Int4DotKeys : public SlotKeyRunner<Int4DotKeys<A>> {
   template <class KeyPrefetch, class ValuePrefetch>
   void block(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t nb, QueryState* st,
              std::size_t count, std::size_t first, KeyPrefetch& k_ahead, ValuePrefetch& v_ahead) {
-    __m512i* wv = packed() + max_queries_ * 3 * geo_.segments;
-    Int4Block blk(wv + 2 * geo_.segments * 16, geo_);  // after both digits
+    __m512i* wv = weight_vectors();
+    Int4Block blk(block_vectors(), geo_);
     float* s = acc_of(max_queries_);
     float* p = s + kDotBlock;
     auto* wf = reinterpret_cast<__m512*>(p + kDotBlock);
