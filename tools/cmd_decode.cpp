@@ -4,6 +4,8 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
 
 #include "engine/kv_footprint.hpp"
 #include "engine/layer_config.hpp"
@@ -27,6 +29,7 @@ struct DecodeFlags {
   int steps = 20;
   int repetitions = 3;
   double duration = 0.0;
+  std::string versus;  // --versus: the second configuration of a paired measurement
   bool json = false;
 };
 
@@ -57,6 +60,46 @@ DecodeTimingRequest decode_request(DecodeFlags& f, const CLI::App& cmd) {
                      .ffn_size = 1,
                      .capacity = request.tokens});
   return request;
+}
+
+// --versus "name=value[,name=value…]": request `a` with those settings changed, the second
+// side of a paired measurement. Names: kv-layout, kv-dtype, compute, isa, threads (the same
+// values as the flags of those names). Repeating a's own settings is allowed: the pair's
+// ratio then shows the noise floor.
+DecodeTimingRequest versus_request(DecodeTimingRequest b, const std::string& spec) {
+  const std::string names = "kv-layout, kv-dtype, compute, isa or threads";
+  if (spec.empty()) throw std::invalid_argument("--versus: expected name=value (" + names + ")");
+  for (std::size_t begin = 0; begin <= spec.size();) {
+    const std::size_t end = std::min(spec.find(',', begin), spec.size());
+    const std::string item = spec.substr(begin, end - begin);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      throw std::invalid_argument("--versus: '" + item + "' is not name=value (" + names + ")");
+    }
+    const std::string name = item.substr(0, eq);
+    std::string value = item.substr(eq + 1);
+    try {
+      if (name == "kv-layout") {
+        b.kv_layout = parse_kv_layout(value);
+      } else if (name == "kv-dtype") {
+        b.kv_dtype = parse_kv_types(value);
+      } else if (name == "compute") {
+        b.compute = parse_compute_mode(value);
+      } else if (name == "isa") {
+        b.isa = select_isa(value);
+      } else if (name == "threads") {
+        const std::string error = thread_count()(value);
+        if (!error.empty()) throw std::invalid_argument(error);
+        b.threads = std::stoi(value);
+      } else {
+        throw std::invalid_argument("unknown setting '" + name + "' (" + names + ")");
+      }
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--versus " + item + ": " + e.what());
+    }
+    begin = end + 1;
+  }
+  return b;
 }
 
 // The timed steps cut into `repetitions` consecutive runs (decode measures one shape, so
@@ -157,6 +200,16 @@ void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t, const Dec
   if (d.verdict.unstable) std::printf("%s\n", warning_line(d.verdict).c_str());
 }
 
+nlohmann::json ratio_json(const RatioSummary& r) {
+  return {{"median", r.median}, {"low", r.low}, {"high", r.high}, {"pairs", r.pairs}};
+}
+
+void print_ratio(const std::string& spec, const RatioSummary& r) {
+  std::printf(
+      "b (--versus %s) ÷ a, step by step: median %.3f, middle half %.3f–%.3f, over %zu pairs\n",
+      spec.c_str(), r.median, r.low, r.high, r.pairs);
+}
+
 void add_decode_command(CLI::App& app, OnParsed then) {
   auto flags = std::make_shared<DecodeFlags>();
   CLI::App* cmd = app.add_subcommand(
@@ -176,11 +229,37 @@ void add_decode_command(CLI::App& app, OnParsed then) {
   cmd->add_option("--duration", flags->duration,
                   "keep stepping for this many seconds (for perf record)")
       ->transform(real_in(0, kMaxDurationSeconds));
+  cmd->add_option("--versus", flags->versus,
+                  "a second configuration, timed step by step in turn with the first (a, b, a, "
+                  "b, …) so that their ratio holds on a machine whose speed drifts: "
+                  "name=value[,name=value…] with kv-layout, kv-dtype, compute, isa, threads");
   cmd->add_flag("--json", flags->json, "print a JSON object");
   cmd->callback([flags, cmd, then] {
     const DecodeTimingRequest request = decode_request(*flags, *cmd);
+    const bool paired = cmd->count("--versus") > 0;
+    const DecodeTimingRequest other =
+        paired ? versus_request(request, flags->versus) : DecodeTimingRequest{};
     if (then == OnParsed::validate_only) return;
     const MachineSample before = sample_machine();
+    if (paired) {
+      const PairedDecodeTiming pair = time_attention_decode_pair(request, other);
+      const DecodeSpread spread_a = decode_spread(pair.a, flags->repetitions, before);
+      const DecodeSpread spread_b = decode_spread(pair.b, flags->repetitions, before);
+      if (flags->json) {
+        const nlohmann::json j = {{"a", decode_json(request, pair.a, spread_a)},
+                                  {"b", decode_json(other, pair.b, spread_b)},
+                                  {"versus", flags->versus},
+                                  {"b_over_a", ratio_json(pair.ratio)}};
+        std::cout << j.dump(2) << "\n";
+      } else {
+        std::printf("a: ");
+        print_decode(request, pair.a, spread_a);
+        std::printf("b: ");
+        print_decode(other, pair.b, spread_b);
+        print_ratio(flags->versus, pair.ratio);
+      }
+      return;
+    }
     const DecodeTiming timing = time_attention_decode(request);
     const DecodeSpread spread = decode_spread(timing, flags->repetitions, before);
     if (flags->json) {

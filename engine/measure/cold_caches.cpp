@@ -115,6 +115,15 @@ void require_plan_memory(const CachePlan& plan, std::string_view what) {
   require_memory(total, why + ")");
 }
 
+void require_pair_memory(const CachePlan& a, const CachePlan& b, std::string_view what) {
+  const std::uint64_t total =
+      checked_add(checked_mul(a.cache_bytes, a.caches, "cache bytes"),
+                  checked_mul(b.cache_bytes, b.caches, "cache bytes"), "cache bytes");
+  require_memory(total, std::string(what) + " (" + std::to_string(a.caches) + " caches of " +
+                            with_commas(a.cache_bytes) + " bytes and " + std::to_string(b.caches) +
+                            " of " + with_commas(b.cache_bytes) + " bytes)");
+}
+
 void flush_from_caches(const void* data, std::size_t bytes, int threads) {
 #if defined(__x86_64__)
   static const bool opt = cpu_has_clflushopt();

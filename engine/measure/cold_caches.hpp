@@ -89,6 +89,8 @@ int warm_up(int min_steps, double seconds, const Step& step) {
 // Throws std::length_error (require_memory's message, naming the bytes and why) when the
 // plan's caches cannot fit in this machine's memory.
 void require_plan_memory(const CachePlan& plan, std::string_view what);
+// The same for two plans allocated together (a paired measurement's two sets of caches).
+void require_pair_memory(const CachePlan& a, const CachePlan& b, std::string_view what);
 
 // Evicts [data, data + bytes) from every cache level (clflushopt where the CPU has it,
 // else clflush), split over `threads` threads, fenced. A no-op off x86.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -39,90 +41,181 @@ void append_random_context(
   }
 }
 
-DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
-  // LayerConfig validates the attention shape (sizes ≥ 1, heads divide, bytes fit).
-  const LayerConfig config({.hidden_size = 1,
-                            .n_heads = r.n_heads,
-                            .n_kv_heads = r.n_kv_heads,
-                            .head_dim = r.head_dim,
-                            .ffn_size = 1,
-                            .capacity = r.tokens});
-  if (r.steps < 1)
-    throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
-  if (r.threads < 1) {
-    throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
+namespace {
+
+// One decode measurement's setup: the request validated, its caches planned, filled and
+// cloned, and its step; time_attention_decode steps one, time_attention_decode_pair two in
+// turn.
+class DecodeMeasurement {
+ public:
+  explicit DecodeMeasurement(const DecodeTimingRequest& r)
+      : r_(r), config_(validated_config(r)), plan_(plan_for(r, config_, llc_source_)) {
+    require_plan_memory(plan_, "this decode measurement");
   }
-  if (r.layers < 1)
-    throw std::invalid_argument("layers must be at least 1, got " + std::to_string(r.layers));
-  if (!(r.duration_s >= 0.0)) {
-    throw std::invalid_argument("duration must be 0 or more seconds, got " +
-                                std::to_string(r.duration_s));
+
+  const CachePlan& plan() const { return plan_; }
+
+  // Fills the first cache and clones it (separate from the constructor, so that a pair's
+  // memory can be checked for both before either allocates).
+  void allocate() {
+    KvCache first = r_.kv_layout.paged() ? KvCache(config_, r_.kv_dtype,
+                                                   std::make_shared<KvPagePool>(KvPageGeometry(
+                                                       config_.n_kv_heads(), config_.head_dim(),
+                                                       r_.kv_layout.page_tokens, r_.kv_dtype)))
+                                         : KvCache(config_, r_.kv_dtype);
+    append_random_context(
+        config_.capacity(), config_.kv_width(), r_.seed,
+        [&](const float* k, const float* v, std::size_t n) { first.append(k, v, n, r_.threads); });
+    caches_.emplace(plan_, std::move(first));
+    q_.resize(config_.q_width());
+    out_.resize(config_.q_width());
+    fill_uniform(q_, r_.seed ^ 0x5eedull, -1.0f, 1.0f);
   }
-  DecodeTiming t;
-  std::uint64_t llc = r.llc_bytes;
-  t.llc_source = "given";
-  if (llc == 0) {
-    const LastLevelCache detected = detect_llc();
-    llc = detected.bytes;
-    t.llc_source = detected.source;
+
+  // One step over every layer's cache, in order; its seconds (flushes after it not counted).
+  double step() {
+    using clock = std::chrono::steady_clock;
+    const auto before = clock::now();
+    for (std::int64_t layer = 0; layer < r_.layers; ++layer) {
+      const AttentionProblem problem{.q = q_.data(),
+                                     .n_queries = 1,
+                                     .first_pos = config_.capacity() - 1,
+                                     .n_heads = config_.n_heads(),
+                                     .kv = caches_->next().view(),
+                                     .out = out_.data()};
+      attend(problem, r_.isa, r_.threads, r_.compute);
+    }
+    const double seconds = std::chrono::duration<double>(clock::now() - before).count();
+    caches_->end_step(r_.threads);
+    return seconds;
   }
-  t.plan = plan_caches(config.kv_cache_bytes(r.kv_dtype), static_cast<std::uint64_t>(r.layers),
+
+  DecodeTiming finish(std::vector<double> step_seconds, int warmup_steps) const {
+    DecodeTiming t;
+    t.step_seconds = std::move(step_seconds);
+    t.warmup_steps = warmup_steps;
+    t.plan = plan_;
+    t.llc_source = llc_source_;
+    t.median_s = median(t.step_seconds);
+    t.min_s = *std::min_element(t.step_seconds.begin(), t.step_seconds.end());
+    t.max_s = *std::max_element(t.step_seconds.begin(), t.step_seconds.end());
+    t.bytes_read_per_layer = kv_footprint({.n_kv_heads = r_.n_kv_heads,
+                                           .head_dim = r_.head_dim,
+                                           .tokens = r_.tokens,
+                                           .dtype = r_.kv_dtype})
+                                 .total_bytes;
+    t.bytes_read_per_step = t.bytes_read_per_layer * static_cast<std::uint64_t>(r_.layers);
+    t.layer_median_s = t.median_s / static_cast<double>(r_.layers);
+    t.unit = attention_compute_unit(r_.kv_dtype, r_.isa, r_.compute,
+                                    static_cast<std::size_t>(r_.n_heads / r_.n_kv_heads),
+                                    r_.head_dim, r_.kv_layout.page_tokens);
+    t.tokens_per_s = 1.0 / t.median_s;
+    t.gbps = static_cast<double>(t.bytes_read_per_step) / t.median_s / 1e9;
+    return t;
+  }
+
+ private:
+  static LayerConfig validated_config(const DecodeTimingRequest& r) {
+    // LayerConfig validates the attention shape (sizes ≥ 1, heads divide, bytes fit).
+    LayerConfig config({.hidden_size = 1,
+                        .n_heads = r.n_heads,
+                        .n_kv_heads = r.n_kv_heads,
+                        .head_dim = r.head_dim,
+                        .ffn_size = 1,
+                        .capacity = r.tokens});
+    if (r.steps < 1)
+      throw std::invalid_argument("steps must be at least 1, got " + std::to_string(r.steps));
+    if (r.threads < 1) {
+      throw std::invalid_argument("threads must be at least 1, got " + std::to_string(r.threads));
+    }
+    if (r.layers < 1)
+      throw std::invalid_argument("layers must be at least 1, got " + std::to_string(r.layers));
+    if (!(r.duration_s >= 0.0)) {
+      throw std::invalid_argument("duration must be 0 or more seconds, got " +
+                                  std::to_string(r.duration_s));
+    }
+    return config;
+  }
+  static CachePlan plan_for(const DecodeTimingRequest& r, const LayerConfig& config,
+                            std::string& llc_source) {
+    std::uint64_t llc = r.llc_bytes;
+    llc_source = "given";
+    if (llc == 0) {
+      const LastLevelCache detected = detect_llc();
+      llc = detected.bytes;
+      llc_source = detected.source;
+    }
+    return plan_caches(config.kv_cache_bytes(r.kv_dtype), static_cast<std::uint64_t>(r.layers),
                        r.cache_state, r.cold_method, llc, physical_memory_bytes(),
                        last_level_caches_reached(r.threads));
-  require_plan_memory(t.plan, "this decode measurement");
-
-  KvCache first = r.kv_layout.paged() ? KvCache(config, r.kv_dtype,
-                                                std::make_shared<KvPagePool>(KvPageGeometry(
-                                                    config.n_kv_heads(), config.head_dim(),
-                                                    r.kv_layout.page_tokens, r.kv_dtype)))
-                                      : KvCache(config, r.kv_dtype);
-  append_random_context(
-      config.capacity(), config.kv_width(), r.seed,
-      [&](const float* k, const float* v, std::size_t n) { first.append(k, v, n, r.threads); });
-  CacheRotation caches(t.plan, std::move(first));
-  std::vector<float> q(config.q_width()), out(config.q_width());
-  fill_uniform(q, r.seed ^ 0x5eedull, -1.0f, 1.0f);
-  const auto step = [&] {
-    for (std::int64_t layer = 0; layer < r.layers; ++layer) {
-      const AttentionProblem problem{.q = q.data(),
-                                     .n_queries = 1,
-                                     .first_pos = config.capacity() - 1,
-                                     .n_heads = config.n_heads(),
-                                     .kv = caches.next().view(),
-                                     .out = out.data()};
-      attend(problem, r.isa, r.threads, r.compute);
-    }
-  };
-
-  t.warmup_steps = warm_up(r.warmup_steps, r.warmup_s, [&] {
-    step();
-    caches.end_step(r.threads);
-  });
-  using clock = std::chrono::steady_clock;
-  double timed = 0.0;  // seconds inside timed steps; flushes between them do not count
-  while (static_cast<int>(t.step_seconds.size()) < r.steps || timed < r.duration_s) {
-    const auto before = clock::now();
-    step();
-    t.step_seconds.push_back(std::chrono::duration<double>(clock::now() - before).count());
-    timed += t.step_seconds.back();
-    caches.end_step(r.threads);
   }
-  t.median_s = median(t.step_seconds);
-  t.min_s = *std::min_element(t.step_seconds.begin(), t.step_seconds.end());
-  t.max_s = *std::max_element(t.step_seconds.begin(), t.step_seconds.end());
-  t.bytes_read_per_layer = kv_footprint({.n_kv_heads = r.n_kv_heads,
-                                         .head_dim = r.head_dim,
-                                         .tokens = r.tokens,
-                                         .dtype = r.kv_dtype})
-                               .total_bytes;
-  t.bytes_read_per_step = t.bytes_read_per_layer * static_cast<std::uint64_t>(r.layers);
-  t.layer_median_s = t.median_s / static_cast<double>(r.layers);
-  t.unit = attention_compute_unit(r.kv_dtype, r.isa, r.compute,
-                                  static_cast<std::size_t>(r.n_heads / r.n_kv_heads), r.head_dim,
-                                  r.kv_layout.page_tokens);
-  t.tokens_per_s = 1.0 / t.median_s;
-  t.gbps = static_cast<double>(t.bytes_read_per_step) / t.median_s / 1e9;
-  return t;
+
+  DecodeTimingRequest r_;
+  LayerConfig config_;
+  std::string llc_source_;
+  CachePlan plan_;
+  std::optional<CacheRotation> caches_;
+  std::vector<float> q_, out_;
+};
+
+}  // namespace
+
+DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
+  DecodeMeasurement m(r);
+  m.allocate();
+  const int warmup_steps = warm_up(r.warmup_steps, r.warmup_s, [&] { m.step(); });
+  std::vector<double> steps;
+  double timed = 0.0;  // seconds inside timed steps; flushes between them do not count
+  while (static_cast<int>(steps.size()) < r.steps || timed < r.duration_s) {
+    steps.push_back(m.step());
+    timed += steps.back();
+  }
+  return m.finish(std::move(steps), warmup_steps);
+}
+
+PairedDecodeTiming time_attention_decode_pair(const DecodeTimingRequest& a, DecodeTimingRequest b) {
+  // The pair runs a's schedule: its warm-up, steps and duration.
+  b.warmup_steps = a.warmup_steps, b.warmup_s = a.warmup_s;
+  b.steps = a.steps, b.duration_s = a.duration_s;
+  DecodeMeasurement first(a), second(b);
+  require_pair_memory(first.plan(), second.plan(), "this paired decode measurement");
+  first.allocate();
+  second.allocate();
+  const int warmup_steps = warm_up(a.warmup_steps, a.warmup_s, [&] {
+    first.step();
+    second.step();
+  });
+  std::vector<double> steps_a, steps_b;
+  double timed = 0.0;
+  while (static_cast<int>(steps_a.size()) < a.steps || timed < a.duration_s) {
+    // a then b, then b then a: a step that gains or loses from coming second in a pair (the
+    // other's caches just read, its threads just woken) does so for both sides alike.
+    if (steps_a.size() % 2 == 0) {
+      steps_a.push_back(first.step());
+      steps_b.push_back(second.step());
+    } else {
+      steps_b.push_back(second.step());
+      steps_a.push_back(first.step());
+    }
+    timed += steps_a.back() + steps_b.back();
+  }
+  PairedDecodeTiming pair;
+  for (std::size_t i = 0; i < steps_a.size(); ++i) pair.ratios.push_back(steps_b[i] / steps_a[i]);
+  pair.ratio = summarize_ratios(pair.ratios);
+  pair.a = first.finish(std::move(steps_a), warmup_steps);
+  pair.b = second.finish(std::move(steps_b), warmup_steps);
+  return pair;
+}
+
+RatioSummary summarize_ratios(std::vector<double> ratios) {
+  if (ratios.empty()) throw std::invalid_argument("summary of no ratios");
+  std::sort(ratios.begin(), ratios.end());
+  // Quartiles by the nearest rank: with one or two pairs, the extremes.
+  const auto rank = [&](double q) {
+    const auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ratios.size())));
+    return ratios[i == 0 ? 0 : i - 1];
+  };
+  return {.median = median(ratios), .low = rank(0.25), .high = rank(0.75), .pairs = ratios.size()};
 }
 
 }  // namespace kvscope

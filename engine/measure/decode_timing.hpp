@@ -58,6 +58,29 @@ struct DecodeTiming {
 // std::length_error, before allocating, when the caches cannot fit in memory.
 DecodeTiming time_attention_decode(const DecodeTimingRequest& request);
 
+// The ratios of paired steps, b's time ÷ a's: their median and the middle half (quartiles by
+// nearest rank).
+struct RatioSummary {
+  double median = 0, low = 0, high = 0;
+  std::size_t pairs = 0;
+};
+// Throws std::invalid_argument for no ratios.
+RatioSummary summarize_ratios(std::vector<double> ratios);
+
+// Two decode measurements stepped in turn (a, b, a, b, …), each over its own caches: the two
+// steps of a pair see the same machine, so their ratio holds where separately timed runs
+// drift apart (memory switching between speeds, other tenants of the host).
+struct PairedDecodeTiming {
+  DecodeTiming a, b;
+  std::vector<double> ratios;  // b's step ÷ a's, pair by pair
+  RatioSummary ratio;
+};
+
+// Times a and b as time_attention_decode does, their steps alternated; both follow a's
+// warm-up, steps and duration (b's are ignored). Throws as time_attention_decode does for
+// either request, and std::length_error when both sets of caches cannot fit in memory.
+PairedDecodeTiming time_attention_decode_pair(const DecodeTimingRequest& a, DecodeTimingRequest b);
+
 // Appends `tokens` rows of seeded random K and V (uniform in ±1, [n × kv_width] each) through
 // append(k, v, n), 256 tokens at a time so the f32 staging stays small at any context length.
 void append_random_context(

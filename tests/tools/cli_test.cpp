@@ -108,6 +108,32 @@ TEST(KvscopeDecode, JsonHasTheMeasurementFields) {
   EXPECT_GT(j["attn_tokens_per_s"].get<double>(), 0.0);
 }
 
+// --versus: a second configuration stepped in turn with the first; both sides' fields and the
+// ratio of their steps.
+TEST(KvscopeDecode, VersusTimesTwoConfigurationsInTurn) {
+  const std::string args =
+      "decode --heads 4 --kv-heads 2 --d-head 16 --tokens 100 --steps 3 --threads 1 "
+      "--versus kv-layout=paged:16,kv-dtype=int8";
+  const nlohmann::json j = json_of(args + " --json");
+  EXPECT_EQ(j["a"]["kv_layout"], "contiguous");
+  EXPECT_EQ(j["a"]["kv_dtype"], "f32");
+  EXPECT_EQ(j["b"]["kv_layout"], "paged:16");
+  EXPECT_EQ(j["b"]["kv_dtype"], "int8");
+  EXPECT_EQ(j["a"]["steps"], 3);
+  EXPECT_EQ(j["b"]["steps"], 3);
+  EXPECT_EQ(j["versus"], "kv-layout=paged:16,kv-dtype=int8");
+  EXPECT_EQ(j["b_over_a"]["pairs"], 3);
+  EXPECT_LE(j["b_over_a"]["low"].get<double>(), j["b_over_a"]["median"].get<double>());
+  EXPECT_LE(j["b_over_a"]["median"].get<double>(), j["b_over_a"]["high"].get<double>());
+  EXPECT_GT(j["b_over_a"]["low"].get<double>(), 0.0);
+  const CommandResult text = kvscope(args);
+  EXPECT_EQ(text.status, 0) << text.out;
+  for (const char* part : {"a: decode attention", "b: decode attention", "(paged:16)",
+                           "÷ a, step by step: median", "over 3 pairs"}) {
+    EXPECT_NE(text.out.find(part), std::string::npos) << part << " in:\n" << text.out;
+  }
+}
+
 TEST(KvscopeDecode, ColdByDefaultWarmOnRequestAndLayersReadEveryCache) {
   ASSERT_TRUE(small_llc);
   const std::string shape = "decode --json --heads 4 --d-head 16 --tokens 64 --steps 2 ";
@@ -178,6 +204,11 @@ TEST(KvscopeCli, BadInputGivesOneClearLine) {
       {"decode --tokens 10 --cache-state tepid", "cache state 'tepid': expected cold or warm"},
       {"decode --tokens 10 --cold-method hope", "cold method 'hope'"},
       {"decode --tokens 10 --layers 0", "--layers: must be at least 1, got 0"},
+      {"decode --tokens 10 --versus colour=red", "--versus colour=red: unknown setting 'colour'"},
+      {"decode --tokens 10 --versus paged", "--versus: 'paged' is not name=value"},
+      {"decode --tokens 10 --versus kv-dtype=", "'kv-dtype=' is not name=value"},
+      {"decode --tokens 10 --versus kv-dtype=q4", "--versus kv-dtype=q4: unknown KV cache dtype"},
+      {"decode --tokens 10 --versus threads=0", "--versus threads=0: must be at least 1, got 0"},
       {"report --cache-state hot", "cache state 'hot'"},
   };
   for (const auto& [args, message] : cases) {

@@ -10,6 +10,7 @@
 
 #include "engine/measure/decode_timing.hpp"
 #include "engine/measure/machine_limits.hpp"
+#include "engine/memory.hpp"
 #include "kernels/units/cpu_features.hpp"
 
 namespace kvscope {
@@ -93,6 +94,26 @@ TEST(CachePlan, RefusesZeroSizesAndPlansLargerThanMemory) {
     EXPECT_NE(what.find("bytes"), std::string::npos) << what;
     EXPECT_NE(what.find("last-level cache"), std::string::npos) << what;
   }
+}
+
+// A paired measurement's two sets of caches: each may fit alone and the two not.
+TEST(RequirePairMemory, CountsBothPlans) {
+  const std::uint64_t memory = physical_memory_bytes();
+  CachePlan most;  // about 60% of memory
+  most.cache_bytes = memory / 10;
+  most.caches = 6;
+  EXPECT_NO_THROW(require_plan_memory(most, "one"));
+  try {
+    require_pair_memory(most, most, "the pair");
+    FAIL() << "accepted two sets of 60% of memory";
+  } catch (const std::length_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the pair"), std::string::npos) << what;
+    EXPECT_NE(what.find("6 caches of"), std::string::npos) << what;
+  }
+  CachePlan some = most;  // about 30%
+  some.caches = 3;
+  EXPECT_NO_THROW(require_pair_memory(most, some, "the pair"));
 }
 
 TEST(CacheStateNames, ParseAndPrint) {

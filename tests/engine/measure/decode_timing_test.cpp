@@ -5,6 +5,9 @@
 
 #include <chrono>
 #include <stdexcept>
+#include <string>
+
+#include "engine/kv_layout.hpp"
 
 namespace kvscope {
 namespace {
@@ -54,6 +57,66 @@ TEST(DecodeTiming, RejectsBadRequests) {
   EXPECT_THROW(time_attention_decode({.tokens = 10, .threads = 0}), std::invalid_argument);
   EXPECT_THROW(time_attention_decode({.n_kv_heads = 32, .tokens = std::int64_t{1} << 36}),
                std::length_error);
+}
+
+// A pair steps both requests in turn, a's schedule for both, each over its own caches; its
+// ratios are b's step over a's, pair by pair.
+TEST(DecodeTimingPair, StepsBothInTurnAndComparesPairByPair) {
+  const DecodeTimingRequest a{.n_heads = 4,
+                              .n_kv_heads = 2,
+                              .head_dim = 16,
+                              .tokens = 300,
+                              .kv_dtype = KvDtype::int8,
+                              .steps = 5,
+                              .llc_bytes = 1 << 20};
+  DecodeTimingRequest b = a;
+  b.kv_dtype = KvDtype::f32;
+  b.kv_layout = parse_kv_layout("paged:16");
+  b.steps = 99;  // a's schedule rules
+  const PairedDecodeTiming pair = time_attention_decode_pair(a, b);
+  ASSERT_EQ(pair.a.step_seconds.size(), 5u);
+  ASSERT_EQ(pair.b.step_seconds.size(), 5u);
+  ASSERT_EQ(pair.ratios.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_DOUBLE_EQ(pair.ratios[i], pair.b.step_seconds[i] / pair.a.step_seconds[i]) << i;
+  }
+  EXPECT_EQ(pair.ratio.pairs, 5u);
+  EXPECT_DOUBLE_EQ(pair.ratio.median, median(pair.ratios));
+  EXPECT_EQ(pair.a.bytes_read_per_step, 2u * 2 * 16 * 300 + 2u * 2 * 4 * 300);  // int8, scales
+  EXPECT_EQ(pair.b.bytes_read_per_step, 2u * 2 * 16 * 300 * 4);                 // f32
+  EXPECT_EQ(pair.a.warmup_steps, pair.b.warmup_steps);
+  EXPECT_DOUBLE_EQ(pair.b.tokens_per_s, 1.0 / pair.b.median_s);
+}
+
+// Either side's bad request is refused as a lone measurement's is (two sets of caches that each
+// fit but not together: RequirePairMemory in cold_caches_test).
+TEST(DecodeTimingPair, RejectsEitherBadSide) {
+  const DecodeTimingRequest good{.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .tokens = 64};
+  DecodeTimingRequest bad = good;
+  bad.n_heads = 6;
+  bad.n_kv_heads = 4;  // does not divide
+  EXPECT_THROW(time_attention_decode_pair(good, bad), std::invalid_argument);
+  EXPECT_THROW(time_attention_decode_pair(bad, good), std::invalid_argument);
+  bad = good;
+  bad.n_kv_heads = 4;
+  bad.tokens = std::int64_t{1} << 36;
+  EXPECT_THROW(time_attention_decode_pair(good, bad), std::length_error);
+}
+
+TEST(RatioSummary, MedianAndMiddleHalfByNearestRank) {
+  const RatioSummary four = summarize_ratios({4, 1, 3, 2});
+  EXPECT_EQ(four.median, 2.5);
+  EXPECT_EQ(four.low, 1);
+  EXPECT_EQ(four.high, 3);
+  EXPECT_EQ(four.pairs, 4u);
+  const RatioSummary one = summarize_ratios({5});
+  EXPECT_EQ(one.low, 5);
+  EXPECT_EQ(one.median, 5);
+  EXPECT_EQ(one.high, 5);
+  const RatioSummary eight = summarize_ratios({8, 7, 6, 5, 4, 3, 2, 1});
+  EXPECT_EQ(eight.low, 2);
+  EXPECT_EQ(eight.high, 6);
+  EXPECT_THROW(summarize_ratios({}), std::invalid_argument);
 }
 
 TEST(Median, OddAndEvenSizes) {
