@@ -85,6 +85,11 @@ nlohmann::json row_json(const ReportRow& r) {
           {"k_dtype", to_string(r.kv_dtype.k)},
           {"v_dtype", to_string(r.kv_dtype.v)},
           {"kv_layout", to_string(r.kv_layout)},
+          {"paged_over_contiguous",
+           {{"median", r.paged_over_contiguous.median},
+            {"low", r.paged_over_contiguous.low},
+            {"high", r.paged_over_contiguous.high},
+            {"pairs", r.paged_over_contiguous.pairs}}},
           {"isa", to_string(r.isa)},
           {"compute", to_string(r.compute)},
           {"compute_unit", to_string(r.compute_unit)},
@@ -454,17 +459,27 @@ std::string explain_paging(const std::vector<ReportRow>& rows) {
     if (!r.kv_layout.paged() || r.batch != 1 || r.window != 0) continue;
     const ReportRow* flat = find_row(rows, r.tokens, r.n_kv_heads, r.kv_dtype);
     if (flat == nullptr || flat->attn_seconds_median <= 0) continue;
-    const double ratio = r.attn_seconds_median / flat->attn_seconds_median;
-    char buf[500];
+    // The two rows' steps taken in turn give the ratio pair by pair; else their medians.
+    const RatioSummary& paired = r.paged_over_contiguous;
+    const double ratio =
+        paired.pairs > 0 ? paired.median : r.attn_seconds_median / flat->attn_seconds_median;
+    char buf[600];
     std::snprintf(buf, sizeof buf,
                   "Paged (%s tokens a page, pages scattered in a shared pool) %s %s at %s tokens: "
-                  "the decode step takes %s against %s contiguous, %.2f× (%s%.0f%%).\n",
+                  "the decode step takes %s against %s contiguous, %.2f× (%s%.0f%%)",
                   with_commas(r.kv_layout.page_tokens).c_str(), r.variant.c_str(),
                   to_string(r.kv_dtype).c_str(), with_commas(r.tokens).c_str(),
                   format_seconds(r.attn_seconds_median).c_str(),
                   format_seconds(flat->attn_seconds_median).c_str(), ratio, ratio >= 1 ? "+" : "",
                   100 * (ratio - 1));
     text += buf;
+    if (paired.pairs > 0) {
+      std::snprintf(buf, sizeof buf,
+                    ", the median of %zu pairs of steps taken in turn (middle half %.2f–%.2f×)",
+                    paired.pairs, paired.low, paired.high);
+      text += buf;
+    }
+    text += ".\n";
   }
   return text;
 }

@@ -141,6 +141,13 @@ ReportRow row_shape(const ReportRequest& r, const RowShape& shape, KvTypes dtype
   return row;
 }
 
+// Whether `paged` is `flat`'s shape over pages: the pair whose steps the report takes in turn.
+bool paged_pair(const ReportRow& flat, const ReportRow& paged) {
+  return !flat.kv_layout.paged() && paged.kv_layout.paged() && flat.tokens == paged.tokens &&
+         flat.n_kv_heads == paged.n_kv_heads && flat.kv_dtype == paged.kv_dtype &&
+         flat.window == paged.window && flat.batch == paged.batch;
+}
+
 // The row's figures from every timed step (all layers) of every repetition.
 void finish_row(ReportRow& row, const std::vector<double>& model_steps, int repetitions) {
   const double layers = static_cast<double>(row.layers);
@@ -154,6 +161,9 @@ void finish_row(ReportRow& row, const std::vector<double>& model_steps, int repe
   row.attn_seconds_min = stats.min;
   row.attn_seconds_max = stats.max;
   row.model_attn_seconds_median = median(model_steps);
+  if (!row.paged_step_ratios.empty()) {
+    row.paged_over_contiguous = summarize_ratios(row.paged_step_ratios);
+  }
   row.model_attn_tokens_per_s = 1.0 / row.model_attn_seconds_median;
   row.attn_tokens_per_s = 1.0 / row.attn_seconds_median;
   row.attn_gbps =
@@ -305,34 +315,10 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       const double one = measure_fma_peak_gflops(r.isa, 1, kPeakRepeats);
       thread_scalings.push_back(measure_fma_peak_gflops(r.isa, r.threads, kPeakRepeats) / one);
     }
-    for (std::size_t i = 0; i < rows.size(); ++i) {
+    // A row's bookkeeping after its steps were timed: steps, median, the read loop and the
+    // peaks beside them, and on the first pass what the plan was.
+    const auto record = [&](std::size_t i, const DecodeTiming& t) {
       ReportRow& row = rows[i];
-      if (r.progress) {
-        r.progress(row.variant + " " + std::string(to_string(row.kv_dtype)) +
-                   (row.kv_layout.paged() ? " " + to_string(row.kv_layout) : "") + " at " +
-                   std::to_string(row.tokens) + " tokens (" + std::to_string(i + 1) + "/" +
-                   std::to_string(rows.size()) + ", pass " + std::to_string(pass + 1) + "/" +
-                   std::to_string(r.repetitions) + ")");
-      }
-      // A window row's ring holds W rows in some order; attention does not depend on the
-      // order, so W rows filled in order read and compute the same.
-      const DecodeTimingRequest request{.n_heads = r.n_heads,
-                                        .n_kv_heads = row.n_kv_heads,
-                                        .head_dim = r.head_dim,
-                                        .tokens = row.cached_tokens(),
-                                        .kv_dtype = row.kv_dtype,
-                                        .isa = r.isa,
-                                        .compute = r.compute,
-                                        .threads = r.threads,
-                                        .steps = steps_per_pass,
-                                        .layers = r.layers,
-                                        .cache_state = r.cache_state,
-                                        .cold_method = r.cold_method,
-                                        .llc_bytes = llc,
-                                        .kv_layout = row.kv_layout};
-      const DecodeTiming t =
-          is_mla(r) ? time_mla_attention_decode(request, r.mla.kv_lora_rank, r.mla.qk_rope_head_dim)
-                    : time_attention_decode(request);
       steps[i].insert(steps[i].end(), t.step_seconds.begin(), t.step_seconds.end());
       row.attn_seconds_repetitions.push_back(t.layer_median_s);
       CachePlan read_plan = t.plan;  // the same rotation over the bytes a step reads
@@ -345,7 +331,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
           t.unit == ComputeUnit::fp32_fma
               ? fma_peak
               : measure_unit_peak_gops(t.unit, r.isa, r.threads, kPeakRepeats));
-      if (pass > 0) continue;
+      if (pass > 0) return;
       row.compute_unit = t.unit;
       row.cold_method =
           r.cache_state == CacheState::warm ? "none" : std::string(to_string(t.plan.method));
@@ -354,6 +340,50 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       row.llc_source = llc_source;
       row.bytes_read_per_model_step = t.bytes_read_per_step;
       row.bytes_read_per_step = t.bytes_read_per_layer;
+    };
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      ReportRow& row = rows[i];
+      if (r.progress) {
+        r.progress(row.variant + " " + std::string(to_string(row.kv_dtype)) +
+                   (row.kv_layout.paged() ? " " + to_string(row.kv_layout) : "") + " at " +
+                   std::to_string(row.tokens) + " tokens (" + std::to_string(i + 1) + "/" +
+                   std::to_string(rows.size()) + ", pass " + std::to_string(pass + 1) + "/" +
+                   std::to_string(r.repetitions) + ")");
+      }
+      // A window row's ring holds W rows in some order; attention does not depend on the
+      // order, so W rows filled in order read and compute the same.
+      const auto request_of = [&](const ReportRow& of) {
+        return DecodeTimingRequest{.n_heads = r.n_heads,
+                                   .n_kv_heads = of.n_kv_heads,
+                                   .head_dim = r.head_dim,
+                                   .tokens = of.cached_tokens(),
+                                   .kv_dtype = of.kv_dtype,
+                                   .isa = r.isa,
+                                   .compute = r.compute,
+                                   .threads = r.threads,
+                                   .steps = steps_per_pass,
+                                   .layers = r.layers,
+                                   .cache_state = r.cache_state,
+                                   .cold_method = r.cold_method,
+                                   .llc_bytes = llc,
+                                   .kv_layout = of.kv_layout};
+      };
+      // A contiguous row followed by its paged one (layouts vary fastest): their steps go in
+      // turn (time_attention_decode_pair), so that the cost of paging is a ratio of steps
+      // side by side, not of two runs minutes apart on a host whose memory changes speed.
+      if (!is_mla(r) && i + 1 < rows.size() && paged_pair(row, rows[i + 1])) {
+        const PairedDecodeTiming pair =
+            time_attention_decode_pair(request_of(row), request_of(rows[i + 1]));
+        record(i, pair.a);
+        record(i + 1, pair.b);
+        std::vector<double>& ratios = rows[i + 1].paged_step_ratios;
+        ratios.insert(ratios.end(), pair.ratios.begin(), pair.ratios.end());
+        ++i;
+        continue;
+      }
+      record(i, is_mla(r) ? time_mla_attention_decode(request_of(row), r.mla.kv_lora_rank,
+                                                      r.mla.qk_rope_head_dim)
+                          : time_attention_decode(request_of(row)));
     }
   }
   // Once per row, after the passes: every pass then times the decode steps and read loops

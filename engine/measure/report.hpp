@@ -10,6 +10,7 @@
 #include "engine/kv_layout.hpp"
 #include "engine/layer_config.hpp"
 #include "engine/measure/cold_caches.hpp"
+#include "engine/measure/decode_timing.hpp"
 #include "engine/measure/kv_data.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/kv_dtype.hpp"
@@ -122,6 +123,11 @@ struct ReportRow {
   double prefill_seconds = 0;  // 0 when not measured
   double prefill_tokens_per_s = 0;
   double prefill_attention_share = 0;
+  // A paged row right after its contiguous row (layouts vary fastest): the two were timed
+  // step by step in turn, and these are this row's steps ÷ that row's, pair by pair, and
+  // their summary (pairs 0: not paired).
+  std::vector<double> paged_step_ratios;
+  RatioSummary paged_over_contiguous;
   // How the cache was read: attn_* above are one layer's share of a step over all layers.
   CacheState cache_state = CacheState::cold;
   std::string cold_method;               // "copies", "flush" or "none" (warm)

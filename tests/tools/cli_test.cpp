@@ -361,11 +361,28 @@ TEST(KvscopeReport, PagedRowsBesideContiguousOnes) {
     EXPECT_EQ(j[i]["bytes_read_per_step"], j[i - i % 2]["bytes_read_per_step"]) << i;
     EXPECT_EQ(j[i]["attn_rel_error"], j[i - i % 2]["attn_rel_error"]) << i;
     EXPECT_GT(j[i]["layer_tokens_per_s"].get<double>(), 0.0) << i;
+    // A paged row's steps were taken in turn with its contiguous row's: 2 pairs.
+    const nlohmann::json& paired = j[i]["paged_over_contiguous"];
+    EXPECT_EQ(paired["pairs"], i % 2 == 1 ? 2 : 0) << i;
+    if (i % 2 == 1) {
+      EXPECT_GT(paired["low"].get<double>(), 0.0) << i;
+      EXPECT_LE(paired["low"].get<double>(), paired["median"].get<double>()) << i;
+      EXPECT_LE(paired["median"].get<double>(), paired["high"].get<double>()) << i;
+    }
   }
   const CommandResult text = kvscope(shape);
   EXPECT_EQ(text.status, 0) << text.out;
-  for (const char* part : {"f32 paged:16", "Paged (16 tokens a page", "against"})
+  for (const char* part : {"f32 paged:16", "Paged (16 tokens a page", "against",
+                           "the median of 2 pairs of steps taken in turn"})
     EXPECT_NE(text.out.find(part), std::string::npos) << part << "\n" << text.out;
+  // Only the layout right after the contiguous one is paired with it.
+  const nlohmann::json three = json_of(
+      "report --json --heads 4 --d-head 16 --tokens 100 --kv-heads 2 --kv-dtypes f32 --steps 2 "
+      "--repetitions 1 --threads 1 --no-prefill --no-layer "
+      "--kv-layout contiguous,paged:16,paged:32");
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(three[1]["paged_over_contiguous"]["pairs"], 2);
+  EXPECT_EQ(three[2]["paged_over_contiguous"]["pairs"], 0);
   const nlohmann::json d = json_of(
       "decode --json --heads 4 --kv-heads 2 --d-head 16 --tokens 100 --steps 2 --threads 1 "
       "--kv-layout paged:7");
