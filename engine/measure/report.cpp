@@ -141,11 +141,15 @@ ReportRow row_shape(const ReportRequest& r, const RowShape& shape, KvTypes dtype
   return row;
 }
 
+// Whether rows a and b cache the same values (layouts vary fastest and change none).
+bool same_values(const ReportRow& a, const ReportRow& b) {
+  return a.tokens == b.tokens && a.n_kv_heads == b.n_kv_heads && a.kv_dtype == b.kv_dtype &&
+         a.window == b.window;
+}
+
 // Whether `paged` is `flat`'s shape over pages: the pair whose steps the report takes in turn.
 bool paged_pair(const ReportRow& flat, const ReportRow& paged) {
-  return !flat.kv_layout.paged() && paged.kv_layout.paged() && flat.tokens == paged.tokens &&
-         flat.n_kv_heads == paged.n_kv_heads && flat.kv_dtype == paged.kv_dtype &&
-         flat.window == paged.window && flat.batch == paged.batch;
+  return !flat.kv_layout.paged() && paged.kv_layout.paged() && same_values(flat, paged);
 }
 
 // The row's figures from every timed step (all layers) of every repetition.
@@ -161,9 +165,6 @@ void finish_row(ReportRow& row, const std::vector<double>& model_steps, int repe
   row.attn_seconds_min = stats.min;
   row.attn_seconds_max = stats.max;
   row.model_attn_seconds_median = median(model_steps);
-  if (!row.paged_step_ratios.empty()) {
-    row.paged_over_contiguous = summarize_ratios(row.paged_step_ratios);
-  }
   row.model_attn_tokens_per_s = 1.0 / row.model_attn_seconds_median;
   row.attn_tokens_per_s = 1.0 / row.attn_seconds_median;
   row.attn_gbps =
@@ -299,8 +300,9 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       for (KvLayout layout : r.kv_layouts) rows.push_back(row_shape(r, shape, dtype, layout));
     }
   }
-  // Every timed step of every pass, all layers, per row.
-  std::vector<std::vector<double>> steps(rows.size());
+  // Every timed step of every pass, all layers, per row; a paged row's steps ÷ its contiguous
+  // row's, pair by pair, where the two were timed in turn.
+  std::vector<std::vector<double>> steps(rows.size()), paged_ratios(rows.size());
   LayerWeights layer_weights;  // the full layer's, for rows with layer_weights_kv_heads
   std::int64_t layer_weights_kv_heads = 0;
   struct BatchedLayer {
@@ -310,6 +312,24 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   };
   std::vector<BatchedLayer> batched;
   std::vector<double> thread_scalings;  // per pass: the FMA peak on r.threads ÷ on one
+  // A window row's ring holds W rows in some order; attention does not depend on the
+  // order, so W rows filled in order read and compute the same.
+  const auto request_of = [&](const ReportRow& of) {
+    return DecodeTimingRequest{.n_heads = r.n_heads,
+                               .n_kv_heads = of.n_kv_heads,
+                               .head_dim = r.head_dim,
+                               .tokens = of.cached_tokens(),
+                               .kv_dtype = of.kv_dtype,
+                               .isa = r.isa,
+                               .compute = r.compute,
+                               .threads = r.threads,
+                               .steps = steps_per_pass,
+                               .layers = r.layers,
+                               .cache_state = r.cache_state,
+                               .cold_method = r.cold_method,
+                               .llc_bytes = llc,
+                               .kv_layout = of.kv_layout};
+  };
   for (int pass = 0; pass < r.repetitions; ++pass) {
     if (r.threads > 1) {
       const double one = measure_fma_peak_gflops(r.isa, 1, kPeakRepeats);
@@ -350,24 +370,6 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                    std::to_string(rows.size()) + ", pass " + std::to_string(pass + 1) + "/" +
                    std::to_string(r.repetitions) + ")");
       }
-      // A window row's ring holds W rows in some order; attention does not depend on the
-      // order, so W rows filled in order read and compute the same.
-      const auto request_of = [&](const ReportRow& of) {
-        return DecodeTimingRequest{.n_heads = r.n_heads,
-                                   .n_kv_heads = of.n_kv_heads,
-                                   .head_dim = r.head_dim,
-                                   .tokens = of.cached_tokens(),
-                                   .kv_dtype = of.kv_dtype,
-                                   .isa = r.isa,
-                                   .compute = r.compute,
-                                   .threads = r.threads,
-                                   .steps = steps_per_pass,
-                                   .layers = r.layers,
-                                   .cache_state = r.cache_state,
-                                   .cold_method = r.cold_method,
-                                   .llc_bytes = llc,
-                                   .kv_layout = of.kv_layout};
-      };
       // A contiguous row followed by its paged one (layouts vary fastest): their steps go in
       // turn (time_attention_decode_pair), so that the cost of paging is a ratio of steps
       // side by side, not of two runs minutes apart on a host whose memory changes speed.
@@ -376,8 +378,8 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
             time_attention_decode_pair(request_of(row), request_of(rows[i + 1]));
         record(i, pair.a);
         record(i + 1, pair.b);
-        std::vector<double>& ratios = rows[i + 1].paged_step_ratios;
-        ratios.insert(ratios.end(), pair.ratios.begin(), pair.ratios.end());
+        paged_ratios[i + 1].insert(paged_ratios[i + 1].end(), pair.ratios.begin(),
+                                   pair.ratios.end());
         ++i;
         continue;
       }
@@ -392,25 +394,23 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     ReportRow& row = rows[i];
     // Layouts vary fastest: a paged row stores the same values as the row before it.
-    const bool same_values =
-        i > 0 && rows[i - 1].tokens == row.tokens && rows[i - 1].n_kv_heads == row.n_kv_heads &&
-        rows[i - 1].kv_dtype == row.kv_dtype && rows[i - 1].window == row.window;
-    if (r.progress && !is_mla(r) && !same_values) {
+    const bool as_before = i > 0 && same_values(rows[i - 1], row);
+    if (r.progress && !is_mla(r) && !as_before) {
       r.progress("accuracy of " + to_string(row.kv_dtype) + " against f32");
     }
     // MLA's cache is f32: nothing to compare (the f32 rows' columns are 0 too).
     const AttnAccuracy accuracy =
-        is_mla(r)     ? AttnAccuracy{}
-        : same_values ? AttnAccuracy{rows[i - 1].attn_rel_error, rows[i - 1].attn_weight_kl}
-                      : measure_attn_accuracy({.n_heads = r.n_heads,
-                                               .n_kv_heads = row.n_kv_heads,
-                                               .head_dim = r.head_dim,
-                                               .tokens = row.cached_tokens(),
-                                               .types = row.kv_dtype,
-                                               .data = r.data,
-                                               .isa = r.isa,
-                                               .compute = r.compute,
-                                               .threads = r.threads});
+        is_mla(r)   ? AttnAccuracy{}
+        : as_before ? AttnAccuracy{rows[i - 1].attn_rel_error, rows[i - 1].attn_weight_kl}
+                    : measure_attn_accuracy({.n_heads = r.n_heads,
+                                             .n_kv_heads = row.n_kv_heads,
+                                             .head_dim = r.head_dim,
+                                             .tokens = row.cached_tokens(),
+                                             .types = row.kv_dtype,
+                                             .data = r.data,
+                                             .isa = r.isa,
+                                             .compute = r.compute,
+                                             .threads = r.threads});
     row.attn_rel_error = accuracy.rel_error;
     row.attn_weight_kl = accuracy.weight_kl;
     if (r.measure_layer) {
@@ -459,6 +459,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   seen.thread_scalings = thread_scalings;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     finish_row(rows[i], steps[i], r.repetitions);
+    if (!paged_ratios[i].empty()) rows[i].paged_over_contiguous = summarize_ratios(paged_ratios[i]);
     seen.step_spreads.push_back(spread(rows[i].attn_seconds_repetitions));
     seen.bandwidth_drifts.push_back(spread(rows[i].read_bandwidth_repetitions));
     seen.peak_drifts.push_back(spread(rows[i].fma_peak_repetitions));
