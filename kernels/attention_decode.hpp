@@ -42,8 +42,15 @@ struct DecodePlan {
 
   // long_chunk: keys beyond which a chunk is split for load balance.
   // short_chunk: the keys a chunk may shrink to when a problem makes few items.
+  // whole_pages: pages of a paged cache that items read whole (0: none); where they are whole
+  // blocks longer than one, chunks are a whole number of pages. A chunk that ended inside a
+  // page left that page's rest of every head to another item, read at the same time by the
+  // other thread: MHA decode at 2,000 tokens over pages of 256 (Zen 5, 2 threads, cold,
+  // chunks of 128 keys against 256) took 1.24x the contiguous step against 1.01x (f32) and
+  // 1.32x against 1.07x (bf16).
   DecodePlan(std::size_t n_keys, std::size_t n_kv_heads, int threads, std::size_t min_chunk,
-             std::size_t long_chunk = 8192, std::size_t short_chunk = 0) {
+             std::size_t long_chunk = 8192, std::size_t short_chunk = 0,
+             std::size_t whole_pages = 0) {
     const std::size_t kMinChunk = min_chunk;
     const std::size_t want_items = threads > 16 ? static_cast<std::size_t>(threads) : 16;
     std::size_t chunks = (want_items + n_kv_heads - 1) / n_kv_heads;
@@ -66,6 +73,9 @@ struct DecodePlan {
     if (chunks > max_chunks) chunks = max_chunks;
     if (chunks < 1) chunks = 1;
     chunk_len = chunk_keys(n_keys, chunks);
+    if (whole_pages > kKeyBlock && whole_pages % kKeyBlock == 0) {
+      chunk_len = (chunk_len + whole_pages - 1) / whole_pages * whole_pages;
+    }
     chunks_per_head = (n_keys + chunk_len - 1) / chunk_len;
   }
 
@@ -632,7 +642,8 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
                                 : short_items ? kKeyBlock
                                               : std::min<std::size_t>(kMinChunkKeys<Runner>, 512);
   const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads, min_chunk,
-                           by_page ? 2048 : 8192, kShortChunkKeys<Runner>);
+                           by_page ? 2048 : 8192, kShortChunkKeys<Runner>,
+                           by_page ? kv.page_tokens : 0);
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;

@@ -56,5 +56,33 @@ TEST(DecodePlan, ManyKvHeadsOrLongMinimumsKeepTheirCut) {
   EXPECT_EQ(chunks_of(1501, 1, kShort, kMin), 3u);
 }
 
+// Items that read pages whole: chunks of whole pages where pages are whole blocks longer than
+// one (so no page is split between two items), the cut as before otherwise, and still the
+// same for any thread count.
+TEST(DecodePlan, ChunksHoldWholePagesOfSeveralBlocks) {
+  for (std::size_t page : {128u, 256u, 1024u}) {
+    for (std::size_t n_keys : {100u, 2000u, 2001u, 5000u, 32768u}) {
+      const Plan plan(n_keys, 1, 2, kKeyBlock, 2048, 0, page);
+      EXPECT_EQ(plan.chunk_len % page, 0u) << n_keys << " keys, pages of " << page;
+      EXPECT_LT((plan.chunks_per_head - 1) * plan.chunk_len, n_keys) << "an empty chunk";
+      EXPECT_GE(plan.chunks_per_head * plan.chunk_len, n_keys) << "keys left out";
+      for (int threads : {1, 3, 16}) {
+        const Plan other(n_keys, 1, threads, kKeyBlock, 2048, 0, page);
+        EXPECT_EQ(other.chunk_len, plan.chunk_len) << threads << " threads";
+      }
+    }
+  }
+  // 2,000 keys made 16 chunks of 128: pages of 256 now make 8 of 256.
+  EXPECT_EQ(Plan(2000, 1, 2, kKeyBlock, 2048, 0, 0).chunk_len, 128u);
+  EXPECT_EQ(Plan(2000, 1, 2, kKeyBlock, 2048, 0, 256).chunk_len, 256u);
+  // Pages of a block or less, or not whole blocks, leave the cut as it was.
+  for (std::size_t page : {16u, 64u, 100u}) {
+    const Plan plain(2000, 1, 2, kKeyBlock, 2048, 0, 0);
+    const Plan paged(2000, 1, 2, kKeyBlock, 2048, 0, page);
+    EXPECT_EQ(paged.chunk_len, plain.chunk_len) << "pages of " << page;
+    EXPECT_EQ(paged.chunks_per_head, plain.chunks_per_head) << "pages of " << page;
+  }
+}
+
 }  // namespace
 }  // namespace kvscope::simd
