@@ -370,17 +370,20 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                    std::to_string(rows.size()) + ", pass " + std::to_string(pass + 1) + "/" +
                    std::to_string(r.repetitions) + ")");
       }
-      // A contiguous row followed by its paged one (layouts vary fastest): their steps go in
-      // turn (time_attention_decode_pair), so that the cost of paging is a ratio of steps
-      // side by side, not of two runs minutes apart on a host whose memory changes speed.
+      // A contiguous row followed by its paged ones (layouts vary fastest): each paged row's
+      // steps go in turn with the contiguous row's (time_attention_decode_pair), so that the
+      // cost of paging is a ratio of steps side by side, not of two runs minutes apart on a
+      // host whose memory changes speed. The contiguous row keeps its first pairing's steps.
       if (!is_mla(r) && i + 1 < rows.size() && paged_pair(row, rows[i + 1])) {
-        const PairedDecodeTiming pair =
-            time_attention_decode_pair(request_of(row), request_of(rows[i + 1]));
-        record(i, pair.a);
-        record(i + 1, pair.b);
-        paged_ratios[i + 1].insert(paged_ratios[i + 1].end(), pair.ratios.begin(),
-                                   pair.ratios.end());
-        ++i;
+        std::size_t j = i + 1;
+        for (; j < rows.size() && paged_pair(row, rows[j]); ++j) {
+          const PairedDecodeTiming pair =
+              time_attention_decode_pair(request_of(row), request_of(rows[j]));
+          if (j == i + 1) record(i, pair.a);
+          record(j, pair.b);
+          paged_ratios[j].insert(paged_ratios[j].end(), pair.ratios.begin(), pair.ratios.end());
+        }
+        i = j - 1;
         continue;
       }
       record(i, is_mla(r) ? time_mla_attention_decode(request_of(row), r.mla.kv_lora_rank,

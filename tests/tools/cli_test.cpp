@@ -375,14 +375,21 @@ TEST(KvscopeReport, PagedRowsBesideContiguousOnes) {
   for (const char* part : {"f32 paged:16", "Paged (16 tokens a page", "against",
                            "the median of 2 pairs of steps taken in turn"})
     EXPECT_NE(text.out.find(part), std::string::npos) << part << "\n" << text.out;
-  // Only the layout right after the contiguous one is paired with it.
+  // Every paged layout after the contiguous one is paired with it.
   const nlohmann::json three = json_of(
       "report --json --heads 4 --d-head 16 --tokens 100 --kv-heads 2 --kv-dtypes f32 --steps 2 "
       "--repetitions 1 --threads 1 --no-prefill --no-layer "
       "--kv-layout contiguous,paged:16,paged:32");
   ASSERT_EQ(three.size(), 3u);
   EXPECT_EQ(three[1]["paged_over_contiguous"]["pairs"], 2);
-  EXPECT_EQ(three[2]["paged_over_contiguous"]["pairs"], 0);
+  EXPECT_EQ(three[2]["paged_over_contiguous"]["pairs"], 2);
+  EXPECT_EQ(three[0]["paged_over_contiguous"]["pairs"], 0);
+  // Paged before contiguous: nothing to pair (the contiguous row comes after).
+  const nlohmann::json reversed = json_of(
+      "report --json --heads 4 --d-head 16 --tokens 100 --kv-heads 2 --kv-dtypes f32 --steps 2 "
+      "--repetitions 1 --threads 1 --no-prefill --no-layer --kv-layout paged:16,contiguous");
+  ASSERT_EQ(reversed.size(), 2u);
+  EXPECT_EQ(reversed[0]["paged_over_contiguous"]["pairs"], 0);
   const nlohmann::json d = json_of(
       "decode --json --heads 4 --kv-heads 2 --d-head 16 --tokens 100 --steps 2 --threads 1 "
       "--kv-layout paged:7");
