@@ -116,11 +116,16 @@ ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std
   // 0.66-0.76x VNNI's time at 2,000 tokens, 0.66-0.79x at 32,768. Over pages shorter than its
   // block of 64 keys too, since it requests their parts 8 KiB ahead (attention_decode.hpp):
   // Zen 5, pages of 16, 1.04-1.10x the contiguous step against VNNI's 1.23-1.33x, pages of 32
-  // 1.11-1.20x against 1.15-1.33x. Longer pages keep VNNI (pages of 128: 1.09-1.13x against
-  // the widening kernel's 1.20-1.24x).
-  constexpr std::size_t kWideningPagesBelow = 64;
-  const bool widening_streams =
-      sharing == 1 && page_tokens < kWideningPagesBelow && !prefetch_single_query_rows();
+  // 1.11-1.20x against 1.15-1.33x. Pages of 64 and 128 keep VNNI (128: 1.09-1.13x against
+  // the widening kernel's 1.20-1.24x). From 256 (a head's rows of a page are runs of 32 KiB
+  // or more, read as a contiguous cache's) the widening kernel again: Zen 5, 2 threads, cold,
+  // chunks of whole pages, at 2,000 / 32,768 tokens, pages of 256 1.15x / 1.19x the contiguous
+  // step against VNNI's 1.21x / 1.23x, 512 1.09x / 1.11x against 1.16x / 1.20x, 1,024 1.07x /
+  // 1.07x against 1.12x / 1.16x.
+  constexpr std::size_t kWideningPagesBelow = 64, kWideningPagesFrom = 256;
+  const bool widening_pages =
+      page_tokens < kWideningPagesBelow || page_tokens >= kWideningPagesFrom;
+  const bool widening_streams = sharing == 1 && widening_pages && !prefetch_single_query_rows();
   if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8) && !widening_streams) {
     return ComputeUnit::vnni_int8;
   }

@@ -70,7 +70,8 @@ inline constexpr std::size_t kBf16DotMinSharing = 8;
 // unit: the dot units read it page by page as the fp32-fma kernels do (DotUnitKeys::run_paged;
 // measured on the Intel Xeon with AMX, MHA int8 at 32,768 tokens over pages of 16: 11.0 ms on
 // VNNI against 12.3 on fp32-fma, 9.0 contiguous), except int8 with one query per kv head over
-// pages shorter than 64 tokens on AMD, which widens as over a contiguous cache there.
+// pages shorter than 64 tokens or of 256 and more on AMD, which widens as over a contiguous
+// cache there.
 ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std::size_t sharing,
                                    std::size_t head_dim, std::size_t page_tokens = 0);
 

@@ -520,7 +520,8 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   const ComputeUnit vnni =
       cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma;
   // One query per kv head: widening where the CPU streams its rows without software
-  // prefetches (AMD), also over pages shorter than a block; VNNI elsewhere and over longer pages.
+  // prefetches (AMD), also over pages shorter than a block or of 256 tokens and more; VNNI
+  // elsewhere and over pages of 64 to 255 tokens.
   const ComputeUnit streams = prefetch_single_query_rows() ? vnni : ComputeUnit::fp32_fma;
   EXPECT_EQ(streams, unit_for(KvDtype::int8, 1));
   const auto paged_unit = [&](std::size_t page_tokens) {
@@ -531,6 +532,9 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   EXPECT_EQ(streams, paged_unit(63));
   EXPECT_EQ(vnni, paged_unit(64));
   EXPECT_EQ(vnni, paged_unit(128));
+  EXPECT_EQ(vnni, paged_unit(255));
+  EXPECT_EQ(streams, paged_unit(256));
+  EXPECT_EQ(streams, paged_unit(1024));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 2));
   for (std::size_t sharing : {1, 4, 32, 64}) EXPECT_EQ(vnni, unit_for(KvDtype::int4, sharing));
   EXPECT_EQ(ComputeUnit::fp32_fma, unit_for(KvDtype::bf16, 1));
