@@ -593,9 +593,19 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // f32 rows of 128: 512 KiB, against 128 KiB for 8 heads). Measured on Zen 4, MHA f32 decode
   // at 2,000 tokens: 1.06x the contiguous step, against 1.20x for items of 8 heads.
   const bool whole_pages = direct && g == 1 && !single_rows_ahead;
-  const std::size_t heads_per_item = !by_page      ? 1
-                                     : whole_pages ? kv.n_kv_heads
-                                                   : page_heads_per_item(kv.n_kv_heads);
+  std::size_t heads_per_item = !by_page      ? 1
+                               : whole_pages ? kv.n_kv_heads
+                                             : page_heads_per_item(kv.n_kv_heads);
+  // Chunks of whole pages (DecodePlan's whole_pages) make fewer items at short contexts (2,000
+  // tokens over pages of 256: 8 chunks): items then hold half as many heads until there are 16
+  // (the plan's count for up to 16 threads), each still reading runs of a page. On 2 threads
+  // that measured level with 8 items (MHA, Zen 5, cold).
+  if (by_page && kv.page_tokens > kKeyBlock && kv.page_tokens % kKeyBlock == 0) {
+    const std::size_t pages = (n_keys + kv.page_tokens - 1) / kv.page_tokens;
+    while (heads_per_item % 2 == 0 && kv.n_kv_heads / heads_per_item * pages < 16) {
+      heads_per_item /= 2;
+    }
+  }
   // One query per head reading pages shorter than a block in place: a page at a time, heads in
   // groups (PageGroupPrefetcher), or each piece requesting the next (run_page_part), rather than
   // blocks across pages (on Zen 5, blocks of 64 across 4 pages of 16 took 1.16x the contiguous
