@@ -73,10 +73,16 @@ struct DecodePlan {
     if (chunks > max_chunks) chunks = max_chunks;
     if (chunks < 1) chunks = 1;
     chunk_len = chunk_keys(n_keys, chunks);
-    if (whole_pages > kKeyBlock && whole_pages % kKeyBlock == 0) {
+    if (rounds_to_pages(whole_pages)) {
       chunk_len = (chunk_len + whole_pages - 1) / whole_pages * whole_pages;
     }
     chunks_per_head = (n_keys + chunk_len - 1) / chunk_len;
+  }
+
+  // Whether chunks are whole pages of page_tokens (read whole by items): pages of whole blocks,
+  // more than one.
+  static constexpr bool rounds_to_pages(std::size_t page_tokens) {
+    return page_tokens > kKeyBlock && page_tokens % kKeyBlock == 0;
   }
 
  private:
@@ -596,16 +602,6 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   std::size_t heads_per_item = !by_page      ? 1
                                : whole_pages ? kv.n_kv_heads
                                              : page_heads_per_item(kv.n_kv_heads);
-  // Chunks of whole pages (DecodePlan's whole_pages) make fewer items at short contexts (2,000
-  // tokens over pages of 256: 8 chunks): items then hold half as many heads until there are 16
-  // (the plan's count for up to 16 threads), each still reading runs of a page. On 2 threads
-  // that measured level with 8 items (MHA, Zen 5, cold).
-  if (by_page && kv.page_tokens > kKeyBlock && kv.page_tokens % kKeyBlock == 0) {
-    const std::size_t pages = (n_keys + kv.page_tokens - 1) / kv.page_tokens;
-    while (heads_per_item % 2 == 0 && kv.n_kv_heads / heads_per_item * pages < 16) {
-      heads_per_item /= 2;
-    }
-  }
   // One query per head reading pages shorter than a block in place: a page at a time, heads in
   // groups (PageGroupPrefetcher), or each piece requesting the next (run_page_part), rather than
   // blocks across pages (on Zen 5, blocks of 64 across 4 pages of 16 took 1.16x the contiguous
@@ -651,9 +647,22 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t min_chunk = !by_page      ? kMinChunkKeys<Runner>
                                 : short_items ? kKeyBlock
                                               : std::min<std::size_t>(kMinChunkKeys<Runner>, 512);
-  const DecodePlan<A> plan(n_keys, kv.n_kv_heads / heads_per_item, threads, min_chunk,
-                           by_page ? 2048 : 8192, kShortChunkKeys<Runner>,
-                           by_page ? kv.page_tokens : 0);
+  const auto plan_for = [&](std::size_t heads) {
+    return DecodePlan<A>(n_keys, kv.n_kv_heads / heads, threads, min_chunk, by_page ? 2048 : 8192,
+                         kShortChunkKeys<Runner>, by_page ? kv.page_tokens : 0);
+  };
+  DecodePlan<A> plan = plan_for(heads_per_item);
+  // Chunks of whole pages (DecodePlan's whole_pages) can leave fewer items than the plan's 16
+  // for up to 16 threads (2,000 tokens over pages of 256: 8 chunks): items then hold half as
+  // many heads, each still reading runs of a page, until there are 16. On 2 threads that
+  // measured level with 8 items (MHA at 2,000 tokens over pages of 256, Zen 5, cold, 3
+  // alternations: f32 0.98-0.99x the contiguous step either way, bf16 1.06-1.07x against
+  // 1.05-1.07x).
+  while (by_page && DecodePlan<A>::rounds_to_pages(kv.page_tokens) && heads_per_item % 2 == 0 &&
+         kv.n_kv_heads / heads_per_item * plan.chunks_per_head < 16) {
+    heads_per_item /= 2;
+    plan = plan_for(heads_per_item);
+  }
   const std::size_t chunks = plan.chunks_per_head;
   const std::size_t n_items = kv.n_kv_heads / heads_per_item * chunks;
   const bool split = chunks > 1;
