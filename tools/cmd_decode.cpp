@@ -16,6 +16,7 @@
 #include "tools/cli_limits.hpp"
 #include "tools/cli_support.hpp"
 #include "tools/commands.hpp"
+#include "tools/report_output.hpp"
 
 namespace kvscope::cli {
 namespace {
@@ -198,10 +199,6 @@ void print_decode(const DecodeTimingRequest& r, const DecodeTiming& t, const Dec
   std::printf("  throughput           %.1f tokens/s, %.2f GB/s of cache read\n", t.tokens_per_s,
               t.gbps);
   if (d.verdict.unstable) std::printf("%s\n", warning_line(d.verdict).c_str());
-}
-
-nlohmann::json ratio_json(const RatioSummary& r) {
-  return {{"median", r.median}, {"low", r.low}, {"high", r.high}, {"pairs", r.pairs}};
 }
 
 void print_ratio(const std::string& spec, const RatioSummary& r) {

@@ -85,11 +85,7 @@ nlohmann::json row_json(const ReportRow& r) {
           {"k_dtype", to_string(r.kv_dtype.k)},
           {"v_dtype", to_string(r.kv_dtype.v)},
           {"kv_layout", to_string(r.kv_layout)},
-          {"paged_over_contiguous",
-           {{"median", r.paged_over_contiguous.median},
-            {"low", r.paged_over_contiguous.low},
-            {"high", r.paged_over_contiguous.high},
-            {"pairs", r.paged_over_contiguous.pairs}}},
+          {"paged_over_contiguous", ratio_json(r.paged_over_contiguous)},
           {"isa", to_string(r.isa)},
           {"compute", to_string(r.compute)},
           {"compute_unit", to_string(r.compute_unit)},
@@ -227,6 +223,10 @@ std::string explain_window(const std::vector<ReportRow>& rows, const ReportRow& 
 }
 
 }  // namespace
+
+nlohmann::json ratio_json(const RatioSummary& r) {
+  return {{"median", r.median}, {"low", r.low}, {"high", r.high}, {"pairs", r.pairs}};
+}
 
 nlohmann::json report_json(const std::vector<ReportRow>& rows) {
   nlohmann::json out = nlohmann::json::array();

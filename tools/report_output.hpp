@@ -33,6 +33,10 @@ std::string explain_cache_fit(const std::vector<ReportRow>& rows);
 // and cache type, as a ratio.
 std::string explain_paging(const std::vector<ReportRow>& rows);
 
+// A summary of paired steps' ratios as JSON: median, low, high, pairs (the report's paged rows,
+// `kvscope decode --versus`).
+nlohmann::json ratio_json(const RatioSummary& r);
+
 // The full layer's decode step per batch size: step time, tokens/s over the batch, bytes read
 // (weights once, every sequence's cache), the weights' share and the rate the projections read
 // them at, attention's share, and the context where the cache's bytes overtake the weights'.

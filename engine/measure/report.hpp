@@ -123,9 +123,9 @@ struct ReportRow {
   double prefill_seconds = 0;  // 0 when not measured
   double prefill_tokens_per_s = 0;
   double prefill_attention_share = 0;
-  // A paged row right after its contiguous row (layouts vary fastest): the two were timed
-  // step by step in turn, and this summarizes this row's steps ÷ that row's, pair by pair
-  // (pairs 0: not paired).
+  // A paged row after its contiguous row (layouts vary fastest): the two were timed step by
+  // step in turn, and this summarizes this row's steps ÷ that row's, pair by pair (pairs 0:
+  // not paired).
   RatioSummary paged_over_contiguous;
   // How the cache was read: attn_* above are one layer's share of a step over all layers.
   CacheState cache_state = CacheState::cold;
