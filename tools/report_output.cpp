@@ -112,6 +112,7 @@ nlohmann::json row_json(const ReportRow& r) {
           {"compute_peak_gops", r.compute_peak_gops},
           {"speed_of_light_seconds", r.speed_of_light_seconds},
           {"fraction_of_speed_of_light", r.fraction_of_speed_of_light},
+          {"speed_of_light_pairs", ratio_json(r.speed_of_light_pairs)},
           {"bound", r.bound},
           {"layer_tokens_per_s", r.layer_tokens_per_s},
           {"layer_seconds_median", r.layer_seconds_median},
@@ -332,14 +333,19 @@ std::string explain_report(const std::vector<ReportRow>& rows) {
   std::snprintf(buf, sizeof buf,
                 "Where the time goes (%s %s): moving %s at the measured %.1f GB/s takes %s; its "
                 "%.1f MFLOP at the measured %.0f GOP/s peak of %s take %s. The step is %s-bound "
-                "(%.0f× apart); the measured %s is %.0f%% of that speed of light.\n",
+                "(%.0f× apart); the measured %s is %.0f%% of that speed of light%s.\n",
                 b.variant.c_str(), std::string(to_string(b.kv_dtype)).c_str(),
                 mb(b.bytes_read_per_step).c_str(), b.read_bandwidth_gbps,
                 format_seconds(memory_s).c_str(), static_cast<double>(b.flops_per_step) / 1e6,
                 b.compute_peak_gops, std::string(to_string(b.compute_unit)).c_str(),
                 format_seconds(compute_s).c_str(), b.bound.c_str(),
                 std::max(memory_s, compute_s) / std::min(memory_s, compute_s),
-                format_seconds(b.attn_seconds_median).c_str(), 100 * b.fraction_of_speed_of_light);
+                format_seconds(b.attn_seconds_median).c_str(), 100 * b.fraction_of_speed_of_light,
+                b.speed_of_light_pairs.pairs > 0
+                    ? (" (the median over " + with_commas(b.speed_of_light_pairs.pairs) +
+                       " steps, each against a step of the read loop beside it)")
+                          .c_str()
+                    : "");
   text += buf;
   std::string gains;
   for (const ReportRow& r : rows) {

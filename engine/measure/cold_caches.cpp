@@ -124,6 +124,18 @@ void require_pair_memory(const CachePlan& a, const CachePlan& b, std::string_vie
                             " of " + with_commas(b.cache_bytes) + " bytes)");
 }
 
+void require_plans_memory(const std::vector<CachePlan>& plans, std::string_view what) {
+  std::uint64_t total = 0;
+  std::string parts;
+  for (const CachePlan& plan : plans) {
+    total = checked_add(total, checked_mul(plan.cache_bytes, plan.caches, "cache bytes"),
+                        "cache bytes");
+    parts += (parts.empty() ? "" : ", ") + std::to_string(plan.caches) + " of " +
+             with_commas(plan.cache_bytes) + " bytes";
+  }
+  require_memory(total, std::string(what) + " (" + parts + ")");
+}
+
 void flush_from_caches(const void* data, std::size_t bytes, int threads) {
 #if defined(__x86_64__)
   static const bool opt = cpu_has_clflushopt();

@@ -91,6 +91,9 @@ int warm_up(int min_steps, double seconds, const Step& step) {
 void require_plan_memory(const CachePlan& plan, std::string_view what);
 // The same for two plans allocated together (a paired measurement's two sets of caches).
 void require_pair_memory(const CachePlan& a, const CachePlan& b, std::string_view what);
+// The same for any number of plans allocated together (a paired measurement's caches and the
+// read loop's buffers beside them).
+void require_plans_memory(const std::vector<CachePlan>& plans, std::string_view what);
 
 // Evicts [data, data + bytes) from every cache level (clflushopt where the CPU has it,
 // else clflush), split over `threads` threads, fenced. A no-op off x86.

@@ -12,6 +12,7 @@
 #include "engine/layer_config.hpp"
 #include "engine/layer_weights.hpp"
 #include "engine/measure/cache_info.hpp"
+#include "engine/measure/machine_limits.hpp"
 #include "engine/memory.hpp"
 #include "kernels/attention.hpp"
 
@@ -54,6 +55,13 @@ class DecodeMeasurement {
   }
 
   const CachePlan& plan() const { return plan_; }
+  // The read loop's plan beside this measurement: as many buffers, each of the bytes a
+  // step reads per layer (the cache's footprint, not its allocated capacity).
+  CachePlan read_plan() const {
+    CachePlan read = plan_;
+    read.cache_bytes = footprint_bytes();
+    return read;
+  }
 
   // Fills the first cache and clones it (separate from the constructor, so that a pair's
   // memory can be checked for both before either allocates).
@@ -99,11 +107,7 @@ class DecodeMeasurement {
     t.median_s = median(t.step_seconds);
     t.min_s = *std::min_element(t.step_seconds.begin(), t.step_seconds.end());
     t.max_s = *std::max_element(t.step_seconds.begin(), t.step_seconds.end());
-    t.bytes_read_per_layer = kv_footprint({.n_kv_heads = r_.n_kv_heads,
-                                           .head_dim = r_.head_dim,
-                                           .tokens = r_.tokens,
-                                           .dtype = r_.kv_dtype})
-                                 .total_bytes;
+    t.bytes_read_per_layer = footprint_bytes();
     t.bytes_read_per_step = t.bytes_read_per_layer * static_cast<std::uint64_t>(r_.layers);
     t.layer_median_s = t.median_s / static_cast<double>(r_.layers);
     t.unit = attention_compute_unit(r_.kv_dtype, r_.isa, r_.compute,
@@ -115,6 +119,14 @@ class DecodeMeasurement {
   }
 
  private:
+  std::uint64_t footprint_bytes() const {
+    return kv_footprint({.n_kv_heads = r_.n_kv_heads,
+                         .head_dim = r_.head_dim,
+                         .tokens = r_.tokens,
+                         .dtype = r_.kv_dtype})
+        .total_bytes;
+  }
+
   static LayerConfig validated_config(const DecodeTimingRequest& r) {
     // LayerConfig validates the attention shape (sizes ≥ 1, heads divide, bytes fit).
     LayerConfig config({.hidden_size = 1,
@@ -162,30 +174,53 @@ class DecodeMeasurement {
 
 DecodeTiming time_attention_decode(const DecodeTimingRequest& r) {
   DecodeMeasurement m(r);
+  std::optional<ReadLoop> read;
+  if (r.read_loop_beside) {
+    require_plans_memory({m.plan(), m.read_plan()}, "this decode measurement and its read loop");
+    read.emplace(m.read_plan(), r.isa, r.threads);
+  }
   m.allocate();
-  const int warmup_steps = warm_up(r.warmup_steps, r.warmup_s, [&] { m.step(); });
-  std::vector<double> steps;
+  const int warmup_steps = warm_up(r.warmup_steps, r.warmup_s, [&] {
+    m.step();
+    if (read) read->step();
+  });
+  std::vector<double> steps, read_steps;
   double timed = 0.0;  // seconds inside timed steps; flushes between them do not count
   while (static_cast<int>(steps.size()) < r.steps || timed < r.duration_s) {
+    // The read loop first every other step: what comes second in a pair (the other's lines
+    // just streamed, the threads just woken) does so for both alike.
+    if (read && steps.size() % 2 == 1) read_steps.push_back(read->step());
     steps.push_back(m.step());
+    if (read && steps.size() % 2 == 1) read_steps.push_back(read->step());
     timed += steps.back();
   }
-  return m.finish(std::move(steps), warmup_steps);
+  DecodeTiming t = m.finish(std::move(steps), warmup_steps);
+  t.read_seconds = std::move(read_steps);
+  return t;
 }
 
 PairedDecodeTiming time_attention_decode_pair(const DecodeTimingRequest& a, DecodeTimingRequest b) {
   // The pair runs a's schedule: its warm-up, steps and duration.
   b.warmup_steps = a.warmup_steps, b.warmup_s = a.warmup_s;
   b.steps = a.steps, b.duration_s = a.duration_s;
+  b.read_loop_beside = false;
   DecodeMeasurement first(a), second(b);
-  require_pair_memory(first.plan(), second.plan(), "this paired decode measurement");
+  std::optional<ReadLoop> read;
+  if (a.read_loop_beside) {
+    require_plans_memory({first.plan(), second.plan(), first.read_plan()},
+                         "this paired decode measurement and its read loop");
+    read.emplace(first.read_plan(), a.isa, a.threads);
+  } else {
+    require_pair_memory(first.plan(), second.plan(), "this paired decode measurement");
+  }
   first.allocate();
   second.allocate();
   const int warmup_steps = warm_up(a.warmup_steps, a.warmup_s, [&] {
     first.step();
     second.step();
+    if (read) read->step();
   });
-  std::vector<double> steps_a, steps_b;
+  std::vector<double> steps_a, steps_b, read_steps;
   double timed = 0.0;
   while (static_cast<int>(steps_a.size()) < a.steps || timed < a.duration_s) {
     // a then b, then b then a: a step that gains or loses from coming second in a pair (the
@@ -197,6 +232,7 @@ PairedDecodeTiming time_attention_decode_pair(const DecodeTimingRequest& a, Deco
       steps_b.push_back(second.step());
       steps_a.push_back(first.step());
     }
+    if (read) read_steps.push_back(read->step());
     timed += steps_a.back() + steps_b.back();
   }
   PairedDecodeTiming pair;
@@ -204,6 +240,8 @@ PairedDecodeTiming time_attention_decode_pair(const DecodeTimingRequest& a, Deco
   pair.ratio = summarize_ratios(pair.ratios);
   pair.a = first.finish(std::move(steps_a), warmup_steps);
   pair.b = second.finish(std::move(steps_b), warmup_steps);
+  pair.a.read_seconds = read_steps;
+  pair.b.read_seconds = std::move(read_steps);
   return pair;
 }
 

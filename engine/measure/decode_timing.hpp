@@ -33,6 +33,10 @@ struct DecodeTimingRequest {
   ColdMethod cold_method = ColdMethod::automatic;
   std::uint64_t llc_bytes = 0;  // 0: detect_llc()
   KvLayout kv_layout;           // paged: the caches (and their cold copies) share one pool
+  // Also step the read loop (ReadLoop, machine_limits.hpp) over as many bytes as a step
+  // reads, on buffers of its own kept as cold as the caches, a sweep in turn with every step
+  // (warm-up included): DecodeTiming::read_seconds.
+  bool read_loop_beside = false;
 };
 
 struct DecodeTiming {
@@ -47,6 +51,9 @@ struct DecodeTiming {
   std::string llc_source;                    // where plan.llc_bytes came from
   ComputeUnit unit = ComputeUnit::fp32_fma;  // the unit the kernel ran on
   int warmup_steps = 0;                      // untimed steps run before the timed ones
+  // With read_loop_beside: the read loop's step taken in turn with each timed step, in
+  // order (read_seconds[i] beside step_seconds[i]); empty otherwise.
+  std::vector<double> read_seconds;
 };
 
 // Fills a cache of `tokens` random K/V rows (seeded) and clones it into the caches of
@@ -77,8 +84,10 @@ struct PairedDecodeTiming {
 };
 
 // Times a and b as time_attention_decode does, their steps alternated; both follow a's
-// warm-up, steps and duration (b's are ignored). Throws as time_attention_decode does for
-// either request, and std::length_error when both sets of caches cannot fit in memory.
+// warm-up, steps, duration and read_loop_beside (b's are ignored; with it, one read-loop
+// step over a's bytes follows each pair, and both timings' read_seconds hold it). Throws as
+// time_attention_decode does for either request, and std::length_error when both sets of caches
+// cannot fit in memory.
 PairedDecodeTiming time_attention_decode_pair(const DecodeTimingRequest& a, DecodeTimingRequest b);
 
 // Appends `tokens` rows of seeded random K and V (uniform in ±1, [n × kv_width] each) through

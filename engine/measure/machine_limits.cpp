@@ -50,39 +50,38 @@ double measure_read_bandwidth_gbps(std::uint64_t bytes, Isa isa, int threads, in
   return static_cast<double>(buffer.bytes()) / median(seconds) / 1e9;
 }
 
+ReadLoop::ReadLoop(const CachePlan& plan, Isa isa, int threads)
+    : plan_(plan),
+      isa_(isa),
+      threads_(threads),
+      // Each copy starts on its own page, like a separately allocated cache.
+      stride_((plan.cache_bytes + 4095) / 4096 * 4096),
+      buffer_(stride_ * plan.caches, "read-bandwidth buffers") {}
+
+double ReadLoop::step() {
+  const auto start = std::chrono::steady_clock::now();
+  volatile float sink = 0;
+  for (std::size_t l = 0; l < plan_.layers; ++l) {
+    sink = read_sweep(buffer_.data() + cursor_ * stride_, plan_.cache_bytes, isa_, threads_);
+    cursor_ = (cursor_ + 1) % plan_.caches;
+  }
+  (void)sink;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (plan_.state == CacheState::cold && plan_.method == ColdMethod::flush) {
+    flush_from_caches(buffer_.data(), buffer_.bytes(), threads_);
+  }
+  return seconds;
+}
+
 double measure_read_bandwidth_gbps(const CachePlan& plan, Isa isa, int threads, int repeats,
                                    double warmup_s) {
   require_plan_memory(plan, "the read-loop ceiling");
-  // Each copy starts on its own page, like a separately allocated cache.
-  const std::size_t stride = (plan.cache_bytes + 4095) / 4096 * 4096;
-  AlignedBuffer buffer(stride * plan.caches, "read-bandwidth buffers");
-  std::size_t cursor = 0;
-  volatile float sink = 0;
-  const bool flush = plan.state == CacheState::cold && plan.method == ColdMethod::flush;
-  const auto sweep_step = [&] {
-    for (std::size_t l = 0; l < plan.layers; ++l) {
-      sink = read_sweep(buffer.data() + cursor * stride, plan.cache_bytes, isa, threads);
-      cursor = (cursor + 1) % plan.caches;
-    }
-  };
-  const auto flush_step = [&] {
-    if (flush) flush_from_caches(buffer.data(), buffer.bytes(), threads);
-  };
-  warm_up(1, warmup_s, [&] {
-    sweep_step();
-    flush_step();
-  });
+  ReadLoop loop(plan, isa, threads);
+  warm_up(1, warmup_s, [&] { loop.step(); });
   std::vector<double> seconds;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    sweep_step();
-    seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    flush_step();
-  }
-  (void)sink;
-  return static_cast<double>(plan.cache_bytes) * static_cast<double>(plan.layers) /
-         median(seconds) / 1e9;
+  for (int i = 0; i < repeats; ++i) seconds.push_back(loop.step());
+  return static_cast<double>(loop.step_bytes()) / median(seconds) / 1e9;
 }
 
 double measure_fma_peak_gflops(Isa isa, int threads, int repeats) {

@@ -152,8 +152,10 @@ bool paged_pair(const ReportRow& flat, const ReportRow& paged) {
   return !flat.kv_layout.paged() && paged.kv_layout.paged() && same_values(flat, paged);
 }
 
-// The row's figures from every timed step (all layers) of every repetition.
-void finish_row(ReportRow& row, const std::vector<double>& model_steps, int repetitions) {
+// The row's figures from every timed step (all layers) of every repetition, and the read
+// loop's step taken beside each (empty where the read loop was timed apart: MLA).
+void finish_row(ReportRow& row, const std::vector<double>& model_steps,
+                const std::vector<double>& read_steps, int repetitions) {
   const double layers = static_cast<double>(row.layers);
   std::vector<double> layer_steps;
   for (double s : model_steps) layer_steps.push_back(s / layers);
@@ -176,6 +178,14 @@ void finish_row(ReportRow& row, const std::vector<double>& model_steps, int repe
   row.speed_of_light_seconds = speed_of_light_seconds(
       row.bytes_read_per_step, row.flops_per_step, row.read_bandwidth_gbps, row.compute_peak_gops);
   row.fraction_of_speed_of_light = row.speed_of_light_seconds / row.attn_seconds_median;
+  if (!read_steps.empty()) {
+    const double compute_s = static_cast<double>(row.flops_per_step) *
+                             static_cast<double>(row.layers) / (row.compute_peak_gops * 1e9);
+    const PairedFractions paired = paired_fractions(model_steps, read_steps, compute_s);
+    row.fraction_of_bandwidth = paired.bandwidth.median;
+    row.speed_of_light_pairs = paired.speed_of_light;
+    row.fraction_of_speed_of_light = paired.speed_of_light.median;
+  }
   row.bound = static_cast<double>(row.bytes_read_per_step) / (row.read_bandwidth_gbps * 1e9) >=
                       static_cast<double>(row.flops_per_step) / (row.compute_peak_gops * 1e9)
                   ? "memory"
@@ -200,6 +210,21 @@ std::uint64_t decode_attention_flops(std::int64_t n_heads, std::int64_t head_dim
                      checked_mul(static_cast<std::uint64_t>(head_dim),
                                  static_cast<std::uint64_t>(tokens), "FLOPs"),
                      "FLOPs per step");
+}
+
+PairedFractions paired_fractions(const std::vector<double>& steps,
+                                 const std::vector<double>& read_steps, double compute_seconds) {
+  if (steps.size() != read_steps.size()) {
+    throw std::invalid_argument("paired fractions need a read-loop step beside every step (" +
+                                std::to_string(steps.size()) + " steps, " +
+                                std::to_string(read_steps.size()) + " read-loop steps)");
+  }
+  std::vector<double> bandwidth, light;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    bandwidth.push_back(read_steps[i] / steps[i]);
+    light.push_back(std::max(read_steps[i], compute_seconds) / steps[i]);
+  }
+  return {summarize_ratios(std::move(bandwidth)), summarize_ratios(std::move(light))};
 }
 
 double speed_of_light_seconds(std::uint64_t bytes, std::uint64_t flops, double gbps,
@@ -263,7 +288,14 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
       const std::uint64_t cache = config.kv_cache_bytes(dtype);
       std::uint64_t need = checked_mul(cache, 2, "report memory");  // cache + read buffer
       const CachePlan plan = report_plan(r, config, dtype, llc);
-      need = std::max(need, checked_mul(plan.cache_bytes, plan.caches, "report memory"));
+      // The caches, a paged row's beside its contiguous row's, and the read loop's buffers
+      // (as many, none larger) beside them: their steps are taken in turn.
+      const std::uint64_t sets = 2 + (std::any_of(r.kv_layouts.begin(), r.kv_layouts.end(),
+                                                  [](KvLayout l) { return l.paged(); })
+                                          ? 1
+                                          : 0);
+      need = std::max(need, checked_mul(checked_mul(plan.cache_bytes, plan.caches, "report memory"),
+                                        sets, "report memory"));
       if (r.measure_layer) {
         need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
         // The weights and every batch size's caches at once (their steps are taken in turn).
@@ -302,7 +334,10 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   }
   // Every timed step of every pass, all layers, per row; a paged row's steps ÷ its contiguous
   // row's, pair by pair, where the two were timed in turn.
-  std::vector<std::vector<double>> steps(rows.size()), paged_ratios(rows.size());
+  // Beside every step, the read loop's step over as many bytes (none for MLA, whose read loop
+  // is timed after its steps).
+  std::vector<std::vector<double>> steps(rows.size()), reads(rows.size()),
+      paged_ratios(rows.size());
   LayerWeights layer_weights;  // the full layer's, for rows with layer_weights_kv_heads
   std::int64_t layer_weights_kv_heads = 0;
   struct BatchedLayer {
@@ -328,7 +363,8 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
                                .cache_state = r.cache_state,
                                .cold_method = r.cold_method,
                                .llc_bytes = llc,
-                               .kv_layout = of.kv_layout};
+                               .kv_layout = of.kv_layout,
+                               .read_loop_beside = true};
   };
   for (int pass = 0; pass < r.repetitions; ++pass) {
     if (r.threads > 1) {
@@ -341,10 +377,16 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       ReportRow& row = rows[i];
       steps[i].insert(steps[i].end(), t.step_seconds.begin(), t.step_seconds.end());
       row.attn_seconds_repetitions.push_back(t.layer_median_s);
-      CachePlan read_plan = t.plan;  // the same rotation over the bytes a step reads
-      read_plan.cache_bytes = t.bytes_read_per_layer;
-      row.read_bandwidth_repetitions.push_back(
-          measure_read_bandwidth_gbps(read_plan, r.isa, r.threads, read_repeats_per_pass));
+      if (!t.read_seconds.empty()) {
+        reads[i].insert(reads[i].end(), t.read_seconds.begin(), t.read_seconds.end());
+        row.read_bandwidth_repetitions.push_back(static_cast<double>(t.bytes_read_per_step) /
+                                                 median(t.read_seconds) / 1e9);
+      } else {
+        CachePlan read_plan = t.plan;  // the same rotation over the bytes a step reads
+        read_plan.cache_bytes = t.bytes_read_per_layer;
+        row.read_bandwidth_repetitions.push_back(
+            measure_read_bandwidth_gbps(read_plan, r.isa, r.threads, read_repeats_per_pass));
+      }
       const double fma_peak = measure_fma_peak_gflops(r.isa, r.threads, kPeakRepeats);
       row.fma_peak_repetitions.push_back(fma_peak);
       row.compute_peak_repetitions.push_back(
@@ -461,7 +503,7 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   seen.threads = r.threads;
   seen.thread_scalings = thread_scalings;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    finish_row(rows[i], steps[i], r.repetitions);
+    finish_row(rows[i], steps[i], reads[i], r.repetitions);
     if (!paged_ratios[i].empty()) rows[i].paged_over_contiguous = summarize_ratios(paged_ratios[i]);
     seen.step_spreads.push_back(spread(rows[i].attn_seconds_repetitions));
     seen.bandwidth_drifts.push_back(spread(rows[i].read_bandwidth_repetitions));

@@ -97,13 +97,21 @@ struct ReportRow {
   std::vector<double> fma_peak_repetitions, compute_peak_repetitions;
   double attn_tokens_per_s = 0;
   double attn_gbps = 0;
-  double read_bandwidth_gbps = 0;         // plain read loop, same bytes and threads (median)
-  double fraction_of_bandwidth = 0;       // attn_gbps / read_bandwidth_gbps
-  double fma_peak_gflops = 0;             // median of fma_peak_repetitions
-  double compute_peak_gops = 0;           // median of compute_peak_repetitions
-  double speed_of_light_seconds = 0;      // max(bytes ÷ bandwidth, FLOPs ÷ unit peak)
-  double fraction_of_speed_of_light = 0;  // speed of light ÷ measured median
-  std::string bound;                      // "memory" or "compute"
+  double read_bandwidth_gbps = 0;     // plain read loop, same bytes and threads (median)
+  double fma_peak_gflops = 0;         // median of fma_peak_repetitions
+  double compute_peak_gops = 0;       // median of compute_peak_repetitions
+  double speed_of_light_seconds = 0;  // max(bytes ÷ read_bandwidth_gbps, FLOPs ÷ unit peak)
+  // The step against its limits, pair by pair: every step is taken in turn with a step of the
+  // read loop over as many bytes (its own buffers, as cold), and each pair gives the read
+  // step ÷ the step (fraction_of_bandwidth) and max(read step, FLOPs ÷ unit peak) ÷ the step
+  // (speed_of_light_pairs, fraction_of_speed_of_light = its median). On a host whose memory
+  // changes speed within seconds, a read loop timed apart from the steps measured another
+  // machine. MLA rows, whose read loop is timed after their steps: attn_gbps ÷
+  // read_bandwidth_gbps and speed_of_light_seconds ÷ attn_seconds_median.
+  double fraction_of_bandwidth = 0;
+  double fraction_of_speed_of_light = 0;
+  RatioSummary speed_of_light_pairs;  // pairs 0 where not paired
+  std::string bound;                  // "memory" or "compute"
   // Accuracy of the same step against an f32 cache over the same data (attn_accuracy.hpp):
   double attn_rel_error = 0;      // max |O − O_f32| / max |O_f32|; 0 for f32
   double attn_weight_kl = 0;      // mean KL(p_f32 ‖ p) of the attention weights, nats
@@ -144,6 +152,15 @@ struct ReportRow {
 // FLOPs of one decode step's attention: QKᵀ and AV each take 2 · head_dim per key per head.
 std::uint64_t decode_attention_flops(std::int64_t n_heads, std::int64_t head_dim,
                                      std::int64_t tokens);
+
+// A row's fractions from its steps and the read loop's step beside each (same bytes):
+// read ÷ step, and max(read, compute_seconds) ÷ step, pair by pair. Throws
+// std::invalid_argument where the counts differ or there are no steps.
+struct PairedFractions {
+  RatioSummary bandwidth, speed_of_light;
+};
+PairedFractions paired_fractions(const std::vector<double>& steps,
+                                 const std::vector<double>& read_steps, double compute_seconds);
 
 // The larger of moving `bytes` at `gbps` and computing `flops` at `gflops`.
 double speed_of_light_seconds(std::uint64_t bytes, std::uint64_t flops, double gbps, double gflops);

@@ -116,6 +116,22 @@ TEST(RequirePairMemory, CountsBothPlans) {
   EXPECT_NO_THROW(require_pair_memory(most, some, "the pair"));
 }
 
+TEST(RequirePlansMemory, CountsEveryPlan) {
+  const std::uint64_t memory = physical_memory_bytes();
+  CachePlan third;  // about 30% of memory
+  third.cache_bytes = memory / 10;
+  third.caches = 3;
+  EXPECT_NO_THROW(require_plans_memory({third, third}, "two"));
+  try {
+    require_plans_memory({third, third, third, third}, "four sets");
+    FAIL() << "accepted four sets of 30% of memory";
+  } catch (const std::length_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("four sets"), std::string::npos) << what;
+    EXPECT_NE(what.find("3 of "), std::string::npos) << what;
+  }
+}
+
 TEST(CacheStateNames, ParseAndPrint) {
   EXPECT_EQ(parse_cache_state("cold"), CacheState::cold);
   EXPECT_EQ(parse_cache_state("warm"), CacheState::warm);
@@ -249,6 +265,13 @@ TEST(MachineLimits, ColdReadLoopRunsThePlanAndRefusesWhatCannotFit) {
   const CachePlan huge = plan_caches(kMiB, 1, CacheState::cold, ColdMethod::copies,
                                      std::uint64_t{1} << 50, kPlenty, 1);
   EXPECT_THROW(measure_read_bandwidth_gbps(huge, Isa::scalar, 1, 3), std::length_error);
+  // A step at a time: each step sweeps `layers` buffers' bytes, flushed or not.
+  ReadLoop loop(plan, Isa::scalar, 1);
+  EXPECT_EQ(loop.step_bytes(), 2u * (64 << 10));
+  for (int i = 0; i < 2 * static_cast<int>(plan.caches) + 1; ++i) EXPECT_GT(loop.step(), 0.0);
+  ReadLoop flushed(flush, Isa::scalar, 1);
+  EXPECT_EQ(flushed.step_bytes(), 64u << 10);
+  EXPECT_GT(flushed.step(), 0.0);
 }
 
 }  // namespace

@@ -103,6 +103,34 @@ TEST(DecodeTimingPair, RejectsEitherBadSide) {
   EXPECT_THROW(time_attention_decode_pair(good, bad), std::length_error);
 }
 
+// With the read loop beside, every timed step has a read-loop step of its own, and the loop
+// sweeps as many bytes as the step reads (its GB/s is then of the same order, far from 0).
+TEST(DecodeTiming, ReadLoopBesideTakesAStepPerStep) {
+  DecodeTimingRequest request{.n_heads = 4,
+                              .n_kv_heads = 2,
+                              .head_dim = 16,
+                              .tokens = 300,
+                              .kv_dtype = KvDtype::int8,
+                              .steps = 5,
+                              .layers = 2,
+                              .llc_bytes = 1 << 20};
+  EXPECT_TRUE(time_attention_decode(request).read_seconds.empty());
+  request.read_loop_beside = true;
+  const DecodeTiming t = time_attention_decode(request);
+  ASSERT_EQ(t.step_seconds.size(), 5u);
+  ASSERT_EQ(t.read_seconds.size(), 5u);
+  for (double s : t.read_seconds) EXPECT_GT(s, 0.0);
+  // The pair: one read-loop step per pair of steps, the same for both sides.
+  DecodeTimingRequest b = request;
+  b.kv_layout = parse_kv_layout("paged:16");
+  b.read_loop_beside = false;  // a's schedule rules
+  const PairedDecodeTiming pair = time_attention_decode_pair(request, b);
+  ASSERT_EQ(pair.a.read_seconds.size(), 5u);
+  EXPECT_EQ(pair.b.read_seconds, pair.a.read_seconds);
+  request.read_loop_beside = false;
+  EXPECT_TRUE(time_attention_decode_pair(request, b).a.read_seconds.empty());
+}
+
 TEST(RatioSummary, MedianAndMiddleHalfByNearestRank) {
   const RatioSummary four = summarize_ratios({4, 1, 3, 2});
   EXPECT_EQ(four.median, 2.5);

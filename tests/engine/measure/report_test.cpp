@@ -95,11 +95,16 @@ TEST(ReportArithmetic, ColdPeakBytesCountTheCopies) {
                        .ffn_size = 128,
                        .capacity = 100 + 3 + 2});
   const std::uint64_t cache = c.kv_cache_bytes(KvDtype::f32);
-  EXPECT_EQ(report_peak_bytes(r), ((4u << 20) / cache + 2) * cache);  // 4 × LLC, 1 thread
+  // The copies that stream 4 × the LLC, and as many read-loop buffers beside them.
+  EXPECT_EQ(report_peak_bytes(r), 2 * ((4u << 20) / cache + 2) * cache);  // 1 thread
   r.threads = 2;
   const std::uint64_t llcs = static_cast<std::uint64_t>(last_level_caches_reached(2));
-  EXPECT_EQ(report_peak_bytes(r), ((4 * llcs << 20) / cache + 2) * cache);
+  EXPECT_EQ(report_peak_bytes(r), 2 * ((4 * llcs << 20) / cache + 2) * cache);
   r.threads = 1;
+  // A paged row's copies beside the contiguous row's (their steps go in turn).
+  r.kv_layouts = {KvLayout{}, parse_kv_layout("paged:16")};
+  EXPECT_EQ(report_peak_bytes(r), 3 * ((4u << 20) / cache + 2) * cache);
+  r.kv_layouts = {KvLayout{}};
   r.cache_state = CacheState::warm;
   EXPECT_EQ(report_peak_bytes(r), 2 * cache);
 }
@@ -116,6 +121,24 @@ TEST(ReportArithmetic, ImpossibleShapesAreRefusedBeforeAllocating) {
   EXPECT_THROW(run_report({.tokens = {0}}), std::invalid_argument);
   EXPECT_THROW(run_report({.tokens = {}}), std::invalid_argument);
   EXPECT_THROW(run_report({.tokens = {16}, .steps = 0}), std::invalid_argument);
+}
+
+// Each pair gives read ÷ step and max(read, compute) ÷ step; the medians of those.
+TEST(PairedFractions, ReadStepOrComputeAgainstEachStep) {
+  const PairedFractions f = paired_fractions({1.0, 2.0, 4.0}, {0.5, 1.0, 3.0}, 1.5);
+  EXPECT_EQ(f.bandwidth.pairs, 3u);
+  EXPECT_DOUBLE_EQ(f.bandwidth.median, 0.5);  // 0.5, 0.5, 0.75
+  EXPECT_DOUBLE_EQ(f.bandwidth.high, 0.75);
+  EXPECT_DOUBLE_EQ(f.speed_of_light.median, 0.75);  // 1.5, 0.75, 0.75: compute bounds the first
+  EXPECT_DOUBLE_EQ(f.speed_of_light.high, 1.5);
+  // Memory 4× faster for the last two pairs: each pair still says 0.9, and so do the median
+  // and the middle half (a read loop timed apart, at either speed, would say 3.6 or 0.225).
+  const PairedFractions drift = paired_fractions({4.0, 4.0, 1.0, 1.0}, {3.6, 3.6, 0.9, 0.9}, 0.1);
+  EXPECT_DOUBLE_EQ(drift.bandwidth.low, 0.9);
+  EXPECT_DOUBLE_EQ(drift.bandwidth.median, 0.9);
+  EXPECT_DOUBLE_EQ(drift.bandwidth.high, 0.9);
+  EXPECT_THROW(paired_fractions({1.0, 2.0}, {1.0}, 0.0), std::invalid_argument);
+  EXPECT_THROW(paired_fractions({}, {}, 0.0), std::invalid_argument);
 }
 
 TEST(Report, RowsCarryConsistentBytesFlopsAndRatios) {
@@ -138,7 +161,11 @@ TEST(Report, RowsCarryConsistentBytesFlopsAndRatios) {
     EXPECT_EQ(row.cache_bytes, per_token * row.tokens);
     EXPECT_EQ(row.cache_bytes_all_layers, 3 * row.cache_bytes);
     EXPECT_EQ(row.flops_per_step, 4u * 4 * 16 * row.tokens);
-    EXPECT_DOUBLE_EQ(row.fraction_of_bandwidth, row.attn_gbps / row.read_bandwidth_gbps);
+    // The fractions are pair by pair, every step beside a read-loop step (3 passes of 1).
+    EXPECT_EQ(row.speed_of_light_pairs.pairs, 3u);
+    EXPECT_DOUBLE_EQ(row.fraction_of_speed_of_light, row.speed_of_light_pairs.median);
+    EXPECT_GT(row.fraction_of_bandwidth, 0.0);
+    EXPECT_GE(row.fraction_of_speed_of_light, row.fraction_of_bandwidth);
     EXPECT_DOUBLE_EQ(row.speed_of_light_seconds,
                      speed_of_light_seconds(row.bytes_read_per_step, row.flops_per_step,
                                             row.read_bandwidth_gbps, row.fma_peak_gflops));
