@@ -295,17 +295,18 @@ struct NextBlock {
     if (rows == 0 || kv.paged() || pos + rows >= end) return {};
     return at(kv, kvh, pos + rows, kv.block_rows(pos + rows, end, max_rows));
   }
-  // Requests following() into L2, all at once, where prefetch_block_after_next(): for a kernel
-  // that requested this block a line per line it read and then computes without reading
-  // (softmax, p·V). Out of line: inlined into DotQueryQuads::run, it cost its score loop
-  // registers (spills there made GQA-4 bf16 decode 1.6x slower).
-  [[gnu::noinline]] void request_following(const KvView& kv, std::size_t end,
-                                           std::size_t max_rows) const {
+  // Requests the keys of following() into L2, all at once, where prefetch_block_after_next():
+  // for a kernel that requested this block a line per line it read and then computes without
+  // reading (softmax, p·V). Keys only: their values are requested a block later, beside the
+  // score loop that interleaves them (prefetch_policy.hpp has the measurements). Out of line:
+  // inlined into DotQueryQuads::run, it cost its score loop registers (spills there made GQA-4
+  // bf16 decode 1.6x slower).
+  [[gnu::noinline]] void request_following_keys(const KvView& kv, std::size_t end,
+                                                std::size_t max_rows) const {
     static const bool wanted = prefetch_block_after_next();
     if (!wanted) return;
     const NextBlock block = following(kv, end, max_rows);
     LinePrefetcher(block.k, block.rows * kv.k_row_bytes()).rest();
-    LinePrefetcher(block.v, block.rows * kv.v_row_bytes()).rest();
   }
   // Whether the rows run on across pages (KvView::chunked_block_rows): k and v then hold only
   // the first page's, and kernels find the others by kvh and pos.

@@ -46,14 +46,20 @@ bool prefetch_in_groups();
 bool prefetch_shared_blocks_to_l1();
 
 // Whether the GQA query-quad kernel (units/dot_query_quads.hpp), which requests each next
-// block's rows a line per line of its score loop, also requests the block after that into L2,
-// all at once, when the score loops are done (NextBlock::request_following): its softmax and
-// p·V then read no memory, and memory was idle there. AMD: yes. Zen 5 (2 threads, cold,
-// 2026-12-06, against the next block alone, 6 pairs at 2,000 tokens and 4 at 32,768): GQA-8
-// int8 0.91-0.97x the time and 0.92-1.01x; GQA-4 int8 0.96-0.99x and 0.95-1.01x; GQA-4 bf16
-// 0.97-1.01x and 0.99-1.00x. Issued before the score loops it took 1.10-1.29x the time of the
-// same request after them (GQA-8 int8); in other kernels it slowed them: GQA-8 on fp32-fma
-// 1.01-1.32x, MQA on the dot units mostly 1.04-1.08x. Intel Xeon: no (unmeasured there).
+// block's rows a line per line of its score loop, also requests the keys of the block after
+// that into L2, all at once, when the score loops are done
+// (NextBlock::request_following_keys): its softmax and p·V then read no memory, and memory was
+// idle there. AMD: yes. Zen 5 (2 threads, cold, 2026-12-06, keys and values against the next
+// block alone, 6 pairs at 2,000 tokens and 4 at 32,768): GQA-8 int8 0.91-0.97x the time and
+// 0.92-1.01x; GQA-4 int8 0.96-0.99x and 0.95-1.01x; GQA-4 bf16 0.97-1.01x and 0.99-1.00x.
+// Keys only against keys and values (2026-12-07, steps of both alternated in one process, the
+// median of 60-400 pairs, in each of 4-15 sittings): GQA-8 int8 0.96x at 2,000 tokens, 0.94-0.95x
+// at 8,192, 0.92-0.94x at 12,000, 0.91-0.95x at 16,384, 0.92-0.97x at 32,768; GQA-4 int8
+// 0.98x and 0.91-0.96x (2,000 and 32,768), GQA-4 bf16 0.98x and 0.98-1.00x. Nothing after
+// next: 0.90-0.92x up to 8,192 tokens, 0.91-1.03x at 12,000-16,384, 1.00-1.07x at 32,768.
+// Issued before the score loops it took 1.10-1.29x the time of the same request after them
+// (GQA-8 int8); in other kernels it slowed them: GQA-8 on fp32-fma 1.01-1.32x, MQA on the dot
+// units mostly 1.04-1.08x. Intel Xeon: no (unmeasured there).
 bool prefetch_block_after_next();
 
 // Whether the decode GEMV on 16-bit weights requests each stream's next row in software

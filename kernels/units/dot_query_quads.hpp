@@ -102,8 +102,9 @@ class DotQueryQuads {
             k_next.rest();
             v_next.rest();
           });
-      // Memory is idle during the softmax and p·V below: the block after next into L2.
-      if (b0 + nb < t1) next.request_following(kv, t1, kDotBlock);
+      // Memory is idle during the softmax and p·V below: the keys of the block after next
+      // into L2.
+      if (b0 + nb < t1) next.request_following_keys(kv, t1, kDotBlock);
       values.rest();
       const std::size_t n_groups = (nb + Geo::kValueRows - 1) / Geo::kValueRows;
       for (std::size_t qd = 0; qd < quads; ++qd) {

@@ -51,9 +51,9 @@ TEST(GroupPrefetcher, GroupsOnlyBlocksUnder32KiBOfAContiguousCache) {
                    .grouped());
 }
 
-// The block after next, which the GQA quad kernel requests into L2 (request_following): the
-// rows right after the next block in the same head and range, a short last block at the
-// range's end, nothing after it or over pages.
+// The block after next, whose keys the GQA quad kernel requests into L2
+// (request_following_keys): the rows right after the next block in the same head and range, a
+// short last block at the range's end, nothing after it or over pages.
 TEST(NextBlock, FollowingIsTheBlockAfterItInTheSameRange) {
   const KvView kv = fake_cache(KvDtype::int8, KvDtype::int8, 128, 4096);
   const NextBlock next = NextBlock::within(kv, 2, 0, kBlock, 1000, kBlock, NextBlock{});
