@@ -116,21 +116,21 @@ void require_plan_memory(const CachePlan& plan, std::string_view what) {
 }
 
 void require_pair_memory(const CachePlan& a, const CachePlan& b, std::string_view what) {
-  const std::uint64_t total =
-      checked_add(checked_mul(a.cache_bytes, a.caches, "cache bytes"),
-                  checked_mul(b.cache_bytes, b.caches, "cache bytes"), "cache bytes");
-  require_memory(total, std::string(what) + " (" + std::to_string(a.caches) + " caches of " +
-                            with_commas(a.cache_bytes) + " bytes and " + std::to_string(b.caches) +
-                            " of " + with_commas(b.cache_bytes) + " bytes)");
+  require_plans_memory({a, b}, what);
 }
 
 void require_plans_memory(const std::vector<CachePlan>& plans, std::string_view what) {
+  // "(6 caches of 4,096 bytes, 2 of 512 bytes and 3 of 1,024 bytes)"
   std::uint64_t total = 0;
   std::string parts;
-  for (const CachePlan& plan : plans) {
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const CachePlan& plan = plans[i];
     total = checked_add(total, checked_mul(plan.cache_bytes, plan.caches, "cache bytes"),
                         "cache bytes");
-    parts += (parts.empty() ? "" : ", ") + std::to_string(plan.caches) + " of " +
+    parts += std::string(i == 0                  ? ""
+                         : i + 1 == plans.size() ? " and "
+                                                 : ", ") +
+             std::to_string(plan.caches) + (i == 0 ? " caches" : "") + " of " +
              with_commas(plan.cache_bytes) + " bytes";
   }
   require_memory(total, std::string(what) + " (" + parts + ")");

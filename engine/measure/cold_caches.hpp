@@ -89,7 +89,8 @@ int warm_up(int min_steps, double seconds, const Step& step) {
 // Throws std::length_error (require_memory's message, naming the bytes and why) when the
 // plan's caches cannot fit in this machine's memory.
 void require_plan_memory(const CachePlan& plan, std::string_view what);
-// The same for two plans allocated together (a paired measurement's two sets of caches).
+// The same for two plans allocated together (a paired measurement's two sets of caches):
+// require_plans_memory of the two.
 void require_pair_memory(const CachePlan& a, const CachePlan& b, std::string_view what);
 // The same for any number of plans allocated together (a paired measurement's caches and the
 // read loop's buffers beside them).

@@ -174,10 +174,8 @@ void finish_row(ReportRow& row, const std::vector<double>& model_steps,
   row.read_bandwidth_gbps = median(row.read_bandwidth_repetitions);
   row.fma_peak_gflops = median(row.fma_peak_repetitions);
   row.compute_peak_gops = median(row.compute_peak_repetitions);
-  row.fraction_of_bandwidth = row.attn_gbps / row.read_bandwidth_gbps;
   row.speed_of_light_seconds = speed_of_light_seconds(
       row.bytes_read_per_step, row.flops_per_step, row.read_bandwidth_gbps, row.compute_peak_gops);
-  row.fraction_of_speed_of_light = row.speed_of_light_seconds / row.attn_seconds_median;
   if (!read_steps.empty()) {
     const double compute_s = static_cast<double>(row.flops_per_step) *
                              static_cast<double>(row.layers) / (row.compute_peak_gops * 1e9);
@@ -185,6 +183,9 @@ void finish_row(ReportRow& row, const std::vector<double>& model_steps,
     row.fraction_of_bandwidth = paired.bandwidth.median;
     row.speed_of_light_pairs = paired.speed_of_light;
     row.fraction_of_speed_of_light = paired.speed_of_light.median;
+  } else {
+    row.fraction_of_bandwidth = row.attn_gbps / row.read_bandwidth_gbps;
+    row.fraction_of_speed_of_light = row.speed_of_light_seconds / row.attn_seconds_median;
   }
   row.bound = static_cast<double>(row.bytes_read_per_step) / (row.read_bandwidth_gbps * 1e9) >=
                       static_cast<double>(row.flops_per_step) / (row.compute_peak_gops * 1e9)
