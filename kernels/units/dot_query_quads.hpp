@@ -323,9 +323,10 @@ class DotQueryQuads {
     }
     __m512 p[kVectors];
     __m512 sum = _mm512_setzero_ps();
+    const __m512 m_log2e = times_log2e(m_new);
     for (std::size_t i = 0; i < vectors; ++i) {
-      p[i] = exp_nonpositive<kExp2ForWeights>(_mm512_sub_ps(_mm512_load_ps(s + 16 * i), m_new),
-                                              keys_below(nb, 4 * i));
+      p[i] = exp_of_difference<kExp2ForWeights>(_mm512_load_ps(s + 16 * i), m_log2e,
+                                                keys_below(nb, 4 * i));
       sum = _mm512_add_ps(sum, p[i]);
     }
     l = _mm512_fmadd_ps(l, correction, lane_sum(sum));
