@@ -106,13 +106,10 @@ void dot_scores(const DotQuery* const* qs, const std::size_t* n, std::size_t cou
   }
 }
 
-// e^x for x ≤ 0 (lanes outside `keep` give exactly 0): 2^(x · log2 e) = 2^n · 2^f with
-// f ∈ [−½, ½], 2^f by the Cephes exp2f polynomial (relative error ~2e-7), 2^n by vscalefps.
-// Half the instructions of xsimd::exp, which also guards overflow that x ≤ 0 cannot reach.
-template <const auto& kPolynomial = kExp2Polynomial>
-inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
-  const __m512 t = _mm512_mul_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)),
-                                 _mm512_set1_ps(1.44269504088896341f));
+// 2^t (lanes outside `keep` give exactly 0) = 2^n · 2^f with f ∈ [−½, ½], 2^f by the
+// polynomial, 2^n by vscalefps, which takes any n (2^n under the smallest float gives 0).
+template <const auto& kPolynomial>
+inline __m512 exp2_by_scalef(__m512 t, __mmask16 keep) {
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
   __m512 p = _mm512_set1_ps(kPolynomial[0]);
@@ -121,22 +118,27 @@ inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
   return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
 }
 
+// e^x for x ≤ 0 (lanes outside `keep` give exactly 0): 2^(x · log2 e), 2^f by the Cephes
+// exp2f polynomial (relative error ~2e-7). Half the instructions of xsimd::exp, which also
+// guards overflow that x ≤ 0 cannot reach.
+template <const auto& kPolynomial = kExp2Polynomial>
+inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
+  return exp2_by_scalef<kPolynomial>(_mm512_mul_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)),
+                                                   _mm512_set1_ps(1.44269504088896341f)),
+                                     keep);
+}
+
 // e^(s − m) for s ≤ m, given m · log2 e (lanes outside `keep` give exactly 0): as
 // exp_nonpositive, but t = s · log2 e − m · log2 e is one fused multiply-subtract and there is
-// no clamp, since vscalefps takes any n (far below m the weight is 0; a NaN score stays NaN).
-// Each weight's chain is two instructions shorter, and the softmax loops are bound by those
-// chains: 0.75x the time of the weights' pass (AMD Zen 5, one core, probe). m · log2 e is
-// rounded once, an error of |m| · 2^-23 in t, e.g. 6e-6 relative for a maximum of 100: under
-// the polynomials' own (kExp2ForWeights: 7.5e-5).
+// no clamp (far below m the weight is 0; a NaN score stays NaN). Each weight's chain is two
+// instructions shorter, and the softmax loops are bound by those chains: 0.75x the time of the
+// weights' pass (AMD Zen 5, one core, probe). m · log2 e is rounded once, an error of
+// |m| · 2^-23 in t, e.g. 6e-6 relative for a maximum of 100: under the polynomials' own
+// (kExp2ForWeights: 7.5e-5).
 template <const auto& kPolynomial = kExp2Polynomial>
 inline __m512 exp_of_difference(__m512 s, __m512 m_log2e, __mmask16 keep) {
-  const __m512 t = _mm512_fmsub_ps(s, _mm512_set1_ps(1.44269504088896341f), m_log2e);
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(kPolynomial[0]);
-  for (std::size_t i = 1; i < std::size(kPolynomial); ++i)
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kPolynomial[i]));
-  return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
+  return exp2_by_scalef<kPolynomial>(
+      _mm512_fmsub_ps(s, _mm512_set1_ps(1.44269504088896341f), m_log2e), keep);
 }
 inline __m512 times_log2e(__m512 m) {
   return _mm512_mul_ps(m, _mm512_set1_ps(1.44269504088896341f));
