@@ -183,6 +183,29 @@ TEST_P(AttentionSimdIsa, NanInAVisibleKeyReachesItsQueryHeads) {
   EXPECT_EQ(nans, out.size());
 }
 
+// MQA over 300 keys (the queries-in-lanes kernel): the query heads of the second lane vector
+// (16-31 on AVX-512) score ~100 times higher than the first's. Each vector must take its own
+// block maximum (the score loops keep it): with the other's, one vector's weights underflow
+// to 0 and the other's overflow (NaN either way). Decode, and three prefill rows.
+TEST_P(AttentionSimdIsa, LaneVectorsWithFarApartScoresEachKeepTheirMaximum) {
+  const Isa isa = GetParam();
+  if (!cpu_supports(isa)) GTEST_SKIP() << "CPU lacks " << to_string(isa);
+  const std::size_t n_heads = 32, d = 128, tokens = 300;
+  for (KvDtype dtype : {KvDtype::f32, KvDtype::f16}) {
+    for (std::size_t n_queries : {std::size_t{1}, std::size_t{3}}) {
+      SCOPED_TRACE(std::string(to_string(dtype)) + ", n_queries " + std::to_string(n_queries));
+      RandomProblem rp(n_heads, 1, d, tokens - n_queries, n_queries, dtype, 21);
+      for (std::size_t i = 0; i < rp.q.size(); ++i) {
+        if (i / d % n_heads >= 16) rp.q[i] *= 100.0f;
+      }
+      std::vector<float> ref(rp.out_size()), out(rp.out_size());
+      attend_ref(rp.problem(ref.data()), 1);
+      run_isa(isa, rp.problem(out.data()), 2);
+      EXPECT_LE(max_abs_diff(out, ref), 1e-3 * rp.max_abs_v());
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryIsa, AttentionSimdIsa,
                          ::testing::Values(Isa::sse2, Isa::avx2, Isa::avx512),
                          [](const auto& info) { return isa_name(info.param); });
