@@ -337,29 +337,29 @@ class DotHeadsInLanes {
                    : _mm512_cmp_ps_mask(_mm512_set1_ps(static_cast<float>(r)), vis, _CMP_LT_OQ);
       };
       // Where every lane sees every row (decode; prefill's blocks left of the diagonal) the
-      // block's maximum was kept by scores(), and this pass over the scores is skipped
+      // block's maximum was kept by scores(), and no pass over the scores is needed for it
       // (with exp_of_difference, MQA int8 decode and int8 prefill 0.95x the time, AMD Zen 5).
       // Else four running maxima: one chain of dependent max instructions over the block's
       // rows held 20% of this function's samples (MQA bf16 decode, Zen 5).
-      __m512 maxima[4] = {block_max, block_max, block_max, block_max};
-      std::size_t r = 0;
       if (all_rows == 0xffff) {
-        maxima[0] = _mm512_load_ps(row_max_.get() + v * W);
-        r = rows;
-      }
-      for (; r + 4 <= rows; r += 4) {
+        block_max = _mm512_load_ps(row_max_.get() + v * W);
+      } else {
+        __m512 maxima[4] = {block_max, block_max, block_max, block_max};
+        std::size_t r = 0;
+        for (; r + 4 <= rows; r += 4) {
 #pragma GCC unroll 4
-        for (std::size_t i = 0; i < 4; ++i) {
-          maxima[i] = _mm512_mask_max_ps(maxima[i], seen(r + i), maxima[i],
-                                         _mm512_load_ps(s + (r + i) * L + v * W));
+          for (std::size_t i = 0; i < 4; ++i) {
+            maxima[i] = _mm512_mask_max_ps(maxima[i], seen(r + i), maxima[i],
+                                           _mm512_load_ps(s + (r + i) * L + v * W));
+          }
         }
+        for (; r < rows; ++r) {
+          maxima[0] =
+              _mm512_mask_max_ps(maxima[0], seen(r), maxima[0], _mm512_load_ps(s + r * L + v * W));
+        }
+        block_max =
+            _mm512_max_ps(_mm512_max_ps(maxima[0], maxima[1]), _mm512_max_ps(maxima[2], maxima[3]));
       }
-      for (; r < rows; ++r) {
-        maxima[0] =
-            _mm512_mask_max_ps(maxima[0], seen(r), maxima[0], _mm512_load_ps(s + r * L + v * W));
-      }
-      block_max =
-          _mm512_max_ps(_mm512_max_ps(maxima[0], maxima[1]), _mm512_max_ps(maxima[2], maxima[3]));
       const __m512 m_new = _mm512_max_ps(m[v], block_max);
       // A lane that has seen no key keeps m = −inf: its weights are masked to 0 below.
       const __mmask16 finite = _mm512_cmp_ps_mask(m_new, _mm512_set1_ps(-kInf), _CMP_NEQ_OQ);

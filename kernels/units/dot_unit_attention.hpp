@@ -106,6 +106,8 @@ void dot_scores(const DotQuery* const* qs, const std::size_t* n, std::size_t cou
   }
 }
 
+inline constexpr float kLog2e = 1.44269504088896341f;
+
 // 2^t (lanes outside `keep` give exactly 0) = 2^n · 2^f with f ∈ [−½, ½], 2^f by the
 // polynomial, 2^n by vscalefps, which takes any n (2^n under the smallest float gives 0).
 template <const auto& kPolynomial>
@@ -123,9 +125,8 @@ inline __m512 exp2_by_scalef(__m512 t, __mmask16 keep) {
 // guards overflow that x ≤ 0 cannot reach.
 template <const auto& kPolynomial = kExp2Polynomial>
 inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
-  return exp2_by_scalef<kPolynomial>(_mm512_mul_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)),
-                                                   _mm512_set1_ps(1.44269504088896341f)),
-                                     keep);
+  return exp2_by_scalef<kPolynomial>(
+      _mm512_mul_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(kLog2e)), keep);
 }
 
 // e^(s − m) for s ≤ m, given m · log2 e (lanes outside `keep` give exactly 0): as
@@ -137,12 +138,9 @@ inline __m512 exp_nonpositive(__m512 x, __mmask16 keep) {
 // (kExp2ForWeights: 7.5e-5).
 template <const auto& kPolynomial = kExp2Polynomial>
 inline __m512 exp_of_difference(__m512 s, __m512 m_log2e, __mmask16 keep) {
-  return exp2_by_scalef<kPolynomial>(
-      _mm512_fmsub_ps(s, _mm512_set1_ps(1.44269504088896341f), m_log2e), keep);
+  return exp2_by_scalef<kPolynomial>(_mm512_fmsub_ps(s, _mm512_set1_ps(kLog2e), m_log2e), keep);
 }
-inline __m512 times_log2e(__m512 m) {
-  return _mm512_mul_ps(m, _mm512_set1_ps(1.44269504088896341f));
-}
+inline __m512 times_log2e(__m512 m) { return _mm512_mul_ps(m, _mm512_set1_ps(kLog2e)); }
 
 // Online softmax of one query over one block (Milakov & Gimelshein 2018), fused with packing
 // its weights for the unit: with s[0, 64) the block's scores (−inf past its n rows),
