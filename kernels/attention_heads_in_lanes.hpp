@@ -157,7 +157,10 @@ class HeadsInLanes {
   static constexpr std::size_t W = B::size;
   static constexpr std::size_t kLanes = 2 * W;  // queries per pass: two vectors
   // Rows per micro-tile, × 2 query vectors = the accumulators: 24 of AVX-512's 32 registers,
-  // 12 of AVX2's 16.
+  // 12 of AVX2's 16. Every loop over them is unrolled (#pragma), the short ones before and
+  // after the main loop too: left as loops, GCC kept the accumulators in memory outside the
+  // main loop (stored at entry, stored and reloaded at exit: 72 stack moves a tile, 10% of
+  // p·V's samples). MQA f32 decode 0.95x the time, 2,000-token f32 prefill 0.96x (AMD Zen 5).
   static constexpr std::size_t kTile = W >= 16 ? 12 : 6;
 
  public:
@@ -492,7 +495,9 @@ class HeadsInLanes {
     constexpr std::size_t L = QV * W;
     const std::size_t stride = kStride ? kStride : blk.stride;
     B acc[R][QV];
+#pragma GCC unroll 12
     for (std::size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 4
       for (int v = 0; v < QV; ++v) acc[r][v] = B(0.0f);
     }
     auto pf = LinePrefetcher::rows(blk.k_next, blk.next_row_bytes, t0, R, blk.n_next);
@@ -512,7 +517,9 @@ class HeadsInLanes {
     shared_values = values;
     B tile_max[QV];
     for (int v = 0; v < QV; ++v) tile_max[v] = B::load_aligned(row_max + v * W);
+#pragma GCC unroll 12
     for (std::size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 4
       for (int v = 0; v < QV; ++v) {
         acc[r][v].store_aligned(s + (t0 + r) * L + v * W);
         tile_max[v] = xsimd::max(tile_max[v], acc[r][v]);
@@ -528,10 +535,13 @@ class HeadsInLanes {
   static void weighted_values(const float* v, std::size_t stride, std::size_t rows, std::size_t j0,
                               const float* p, const B* correction, float* ot, LinePrefetcher& pf) {
     constexpr std::size_t L = QV * W;
+    float* out = ot + j0 * L;
     B acc[R][QV];
+#pragma GCC unroll 12
     for (std::size_t i = 0; i < R; ++i) {
+#pragma GCC unroll 4
       for (int q = 0; q < QV; ++q) {
-        acc[i][q] = B::load_aligned(ot + (j0 + i) * L + q * W) * correction[q];
+        acc[i][q] = B::load_aligned(out + i * L + q * W) * correction[q];
       }
     }
     const float* col = v + j0;
@@ -545,8 +555,10 @@ class HeadsInLanes {
         for (int q = 0; q < QV; ++q) acc[i][q] = xsimd::fma(x, w[q], acc[i][q]);
       }
     }
+#pragma GCC unroll 12
     for (std::size_t i = 0; i < R; ++i) {
-      for (int q = 0; q < QV; ++q) acc[i][q].store_aligned(ot + (j0 + i) * L + q * W);
+#pragma GCC unroll 4
+      for (int q = 0; q < QV; ++q) acc[i][q].store_aligned(out + i * L + q * W);
     }
   }
 

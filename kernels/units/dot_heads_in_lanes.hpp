@@ -244,9 +244,14 @@ class DotHeadsInLanes {
     constexpr std::size_t L = QV * W;
     const std::size_t row_bytes = kRowBytes ? kRowBytes : geo_.row_bytes;
     Acc acc[R][QV];
+    // Every loop over acc is unrolled, not only the main one: GCC otherwise kept acc in memory
+    // outside it (stored at entry, stored and reloaded at exit: 132 stack moves a tile of 24).
+    // MQA decode 0.95x (bf16) and 0.965x (int8) the time, int8 prefill 0.96-0.98x (AMD Zen 5).
     // int8 sums start from −offset, not 0: a subtraction per score less in the epilogue (MQA
     // int8 decode and int8 prefill 0.99x the time, AMD Zen 5).
+#pragma GCC unroll 12
     for (std::size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 4
       for (int v = 0; v < QV; ++v) {
         if constexpr (D == KvDtype::int8) {
           acc[r][v] = _mm512_load_si512(offset + v * W);
@@ -295,8 +300,11 @@ class DotHeadsInLanes {
     pf.rest();
     shared_values = values;
     __m512 tile_max[QV];
+#pragma GCC unroll 4
     for (int v = 0; v < QV; ++v) tile_max[v] = _mm512_load_ps(row_max + v * W);
+#pragma GCC unroll 12
     for (std::size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 4
       for (int v = 0; v < QV; ++v) {
         __m512 sc;
         if constexpr (D == KvDtype::int8) {
@@ -310,6 +318,7 @@ class DotHeadsInLanes {
         tile_max[v] = _mm512_max_ps(tile_max[v], sc);
       }
     }
+#pragma GCC unroll 4
     for (int v = 0; v < QV; ++v) _mm512_store_ps(row_max + v * W, tile_max[v]);
   }
 
@@ -447,7 +456,9 @@ class DotHeadsInLanes {
                        LinePrefetcher& pf) const {
     constexpr std::size_t L = QV * W;
     Acc sum[R][QV];
+#pragma GCC unroll 12
     for (std::size_t c = 0; c < R; ++c) {
+#pragma GCC unroll 4
       for (int v = 0; v < QV; ++v) sum[c][v] = dot_acc_zero<D>();
     }
     for (std::size_t rg = 0; rg < n_groups; ++rg) {
@@ -461,7 +472,9 @@ class DotHeadsInLanes {
         for (int v = 0; v < QV; ++v) sum[c][v] = dot_unit<D>(sum[c][v], w[v], x);
       }
     }
+#pragma GCC unroll 12
     for (std::size_t c = 0; c < R; ++c) {
+#pragma GCC unroll 4
       for (int v = 0; v < QV; ++v) {
         float* o = ot + (c0 + c) * L + v * W;
         __m512 total;
