@@ -444,7 +444,7 @@ class HeadsInLanes {
         block_max[v] = xsimd::max(block_max[v], x);
       }
     }
-    B correction[QV], sum[QV];
+    B correction[QV];
     for (int v = 0; v < QV; ++v) {
       const B m_new = xsimd::max(m[v], block_max[v]);
       // A lane that has seen no key yet keeps m = −inf; exp against 0 then gives weights 0
@@ -452,17 +452,17 @@ class HeadsInLanes {
       const B base = xsimd::select(m_new == B(-kInf), B(0.0f), m_new);
       correction[v] = softmax_exp(m[v] - base);
       m[v] = m_new;
-      sum[v] = B(0.0f);
+      B sum(0.0f);  // a local, not an array element: kept in memory, a store per row
       for (std::size_t r = 0; r < rows; ++r) {
         const B p = softmax_exp(B::load_aligned(s + r * L + v * W) - base);
-        sum[v] += p;
+        sum += p;
         if constexpr (D == KvDtype::int8) {
           (p * B(blk.v_scale[r])).store_aligned(s + r * L + v * W);
         } else {
           p.store_aligned(s + r * L + v * W);
         }
       }
-      l[v] = xsimd::fma(l[v], correction[v], sum[v]);
+      l[v] = xsimd::fma(l[v], correction[v], sum);
     }
 
     // The next block's value rows, a line per row step of every tile.
