@@ -205,9 +205,9 @@ class DotQueryQuads {
     return add(from_bits(_mm512_unpacklo_epi64(bits(s01), bits(s23))),
                from_bits(_mm512_unpackhi_epi64(bits(s01), bits(s23))));
   }
-  // Keys [t, t + 4) of a block of nb: lane 4L + j where t + j < nb.
+  // Keys [t, t + 4) of a block of nb: lane 4L + j where t + j < nb (none from t = nb on).
   static __mmask16 keys_below(std::size_t nb, std::size_t t) {
-    const unsigned four = nb >= t + 4 ? 0xfu : (1u << (nb - t)) - 1;
+    const unsigned four = nb >= t + 4 ? 0xfu : nb > t ? (1u << (nb - t)) - 1 : 0u;
     return static_cast<__mmask16>(four * 0x1111u);
   }
 
@@ -299,10 +299,14 @@ class DotQueryQuads {
   bool softmax_pack(std::size_t qd, std::size_t nb, const float* v_scale, __m512& m, __m512& l,
                     float* const* acc, std::int32_t* w, std::int32_t* w_lo, float* w_scale) {
     const float* s = s_.get() + qd * kDotBlock * kQuad;
-    const std::size_t vectors = (nb + 3) / 4;
+    // Every loop over p runs all kVectors, unrolled, lanes of keys past nb masked (their
+    // weights 0): with a bound known only at run time GCC kept p in memory, a store and a load
+    // per vector per loop (14% of GQA-8 int8 decode's samples on the quads were on the stack).
     __m512 maxima[4] = {m, m, m, m};
-    for (std::size_t i = 0; i < vectors; ++i) {
-      maxima[i % 4] = _mm512_max_ps(maxima[i % 4], _mm512_load_ps(s + 16 * i));
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < kVectors; ++i) {
+      maxima[i % 4] = _mm512_mask_max_ps(maxima[i % 4], keys_below(nb, 4 * i), maxima[i % 4],
+                                         _mm512_load_ps(s + 16 * i));
     }
     const __m512 m_new = lane_max(
         _mm512_max_ps(_mm512_max_ps(maxima[0], maxima[1]), _mm512_max_ps(maxima[2], maxima[3])));
@@ -324,15 +328,18 @@ class DotQueryQuads {
     __m512 p[kVectors];
     __m512 sum = _mm512_setzero_ps();
     const __m512 m_log2e = times_log2e(m_new);
-    for (std::size_t i = 0; i < vectors; ++i) {
-      p[i] = exp_of_difference<kExp2ForWeights>(_mm512_load_ps(s + 16 * i), m_log2e,
-                                                keys_below(nb, 4 * i));
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < kVectors; ++i) {
+      const __mmask16 keys = keys_below(nb, 4 * i);
+      p[i] = exp_of_difference<kExp2ForWeights>(_mm512_maskz_load_ps(keys, s + 16 * i), m_log2e,
+                                                keys);
       sum = _mm512_add_ps(sum, p[i]);
     }
     l = _mm512_fmadd_ps(l, correction, lane_sum(sum));
     if constexpr (D == KvDtype::int8) {
       __m512 w_max = _mm512_setzero_ps();
-      for (std::size_t i = 0; i < vectors; ++i) {
+#pragma GCC unroll 16
+      for (std::size_t i = 0; i < kVectors; ++i) {  // v_scale: zeros past nb (block_scales)
         p[i] = _mm512_mul_ps(p[i], _mm512_broadcast_f32x4(_mm_loadu_ps(v_scale + 4 * i)));
         w_max = _mm512_max_ps(w_max, p[i]);
       }
@@ -343,20 +350,21 @@ class DotQueryQuads {
       _mm512_store_ps(scale, _mm512_mul_ps(w_max, _mm512_set1_ps(1.0f / 255.0f)));
       for (std::size_t i = 0; i < kQuad; ++i) w_scale[i] = scale[4 * i];
       DigitError digit_error;
-      for (std::size_t i = 0; i < vectors; ++i) {
+#pragma GCC unroll 16
+      for (std::size_t i = 0; i < kVectors; ++i) {
         p[i] = _mm512_mul_ps(p[i], inv);
         digit_error.add(p[i]);
       }
       // A query's rows lie in its 128-bit lane: its sums decide; two for the whole quad.
       const bool two =
           _mm512_cmp_ps_mask(lane_sum(digit_error.excess), _mm512_setzero_ps(), _CMP_GT_OQ) != 0;
+      static_assert(kRowGroups == kVectors);
+#pragma GCC unroll 16
       for (std::size_t i = 0; i < kRowGroups; ++i) {
-        const WeightDigits d =
-            i < vectors ? weight_digits(p[i], two) : WeightDigits{_mm512_setzero_si512(), {}};
+        const WeightDigits d = weight_digits(p[i], two);
         _mm_store_si128(reinterpret_cast<__m128i*>(w + 4 * i), _mm512_cvtusepi32_epi8(d.hi));
         if (two) {
-          _mm_store_si128(reinterpret_cast<__m128i*>(w_lo + 4 * i),
-                          i < vectors ? _mm512_cvtusepi32_epi8(d.lo) : _mm_setzero_si128());
+          _mm_store_si128(reinterpret_cast<__m128i*>(w_lo + 4 * i), _mm512_cvtusepi32_epi8(d.lo));
         }
       }
       return two;
@@ -364,9 +372,9 @@ class DotQueryQuads {
       // Two vectors' bf16 pairs (row groups 2i … 2i + 3, each query's two per vector side by
       // side) reordered to [row group][query].
       const __m512i order = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+#pragma GCC unroll 8
       for (std::size_t i = 0; i < kVectors; i += 2) {
-        const __m512 p0 = i < vectors ? p[i] : _mm512_setzero_ps();
-        const __m512 p1 = i + 1 < vectors ? p[i + 1] : _mm512_setzero_ps();
+        const __m512 p0 = p[i], p1 = p[i + 1];
         const __m512i pairs =
             _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(p0)),
                                (__m256i)_mm512_cvtneps_pbh(p1), 1);
