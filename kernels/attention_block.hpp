@@ -664,7 +664,8 @@ void block_pv_lanes(const float* p, const elem_t<D>* v, std::size_t stride, std:
   // (with copies here and in multi_pv_group, GQA-8 decode took 0.92-0.97x the time; Zen 5).
   Prefetcher next = shared_next;
   // Its loops over a[] unrolled too: as loops, GCC kept a[] on the stack around the main loop
-  // (MHA bf16 decode 0.975x the time unrolled, int8 level; Zen 5, 2 threads, cold).
+  // (MHA bf16 decode 0.99x the time unrolled, int8 level; Zen 5, 2 threads, cold, steps of
+  // both in turn in one process).
   B a[NV];
 #pragma GCC unroll 8
   for (int j = 0; j < NV; ++j) a[j] = B::load_aligned(acc + (c0 + j) * W);
