@@ -351,8 +351,10 @@ BENCHMARK(BM_SmallBatch)
 
 // The batch kernel's arithmetic with W in cache (the same matrix every call): 96 rows of 4096
 // (768 KiB, half in each core's L2) and 768 (6 MiB, in L3), against the unit's peak. Cold
-// (BM_SmallBatch) the step costs about memory's time plus this one's (AMD Zen 5, 2026-12-06):
-// a rate here well under the peak is arithmetic the memory stream does not hide.
+// (BM_SmallBatch) 8 rows cost about memory's time plus this one's (AMD Zen 5), yet not because
+// of the arithmetic: with its dot products switched off the kernel read W no faster (38-41
+// GB/s against 39-40, the GEMV 53-55; 2026-12-07). Its order of reads, 2 KiB of each of a
+// block's 3 adjacent rows at a time so that 8 rows of x stay in L1, is what memory serves slowly.
 void BM_SmallBatchWarm(benchmark::State& state) {
   if (!cpu_features().avx512_bf16) return state.SkipWithError("this CPU lacks avx512_bf16");
   const auto m = static_cast<std::size_t>(state.range(0)),

@@ -158,7 +158,13 @@ ReportRequest report_request(ReportFlags& f, const CLI::App& cmd) {
                                   std::to_string(kMaxBatch) + " sequences");
     }
   }
-  request.weights_dtype = parse_weight_dtype(f.weights_dtype);
+  // The first weights type is the rows'; each further one a layer compared with it.
+  const std::vector<std::string> weights = split_list(f.weights_dtype);
+  if (weights.empty()) throw std::invalid_argument("--weights-dtype names no type");
+  request.weights_dtype = parse_weight_dtype(weights.front());
+  for (std::size_t i = 1; i < weights.size(); ++i) {
+    request.compared_weights_dtypes.push_back(parse_weight_dtype(weights[i]));
+  }
   request.isa = f.compute.resolved_isa();
   request.compute = f.compute.resolved_compute();
   request.threads = f.compute.resolved_threads();
@@ -195,10 +201,11 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
   }
   const std::vector<ReportRow> all_rows = run_report(request);
   if (show_progress) std::fprintf(stderr, "\r\033[K");
-  // The table, plots and paragraphs show batch 1; batches get a table of their own.
+  // The table, plots and paragraphs show batch 1 with the first weights type; batches and the
+  // other weights types get a table each of their own.
   std::vector<ReportRow> rows;
   for (const ReportRow& r : all_rows) {
-    if (r.batch == 1) rows.push_back(r);
+    if (r.batch == 1 && r.weights_dtype == request.weights_dtype) rows.push_back(r);
   }
 
   write_file(f.svg, report_svg(rows), "the SVG");
@@ -270,12 +277,30 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
     for (const ReportRow& r : rows) {
       for (const ReportRow& b : all_rows) {
         if (b.tokens == r.tokens && b.n_kv_heads == r.n_kv_heads && b.kv_dtype == r.kv_dtype &&
-            b.kv_layout == r.kv_layout && b.window == r.window)
+            b.kv_layout == r.kv_layout && b.window == r.window &&
+            b.weights_dtype == r.weights_dtype)
           by_batch.push_back(b);
       }
     }
     std::fputs(report_batch_table(by_batch).c_str(), stdout);
     std::fputs(explain_batches(by_batch).c_str(), stdout);
+  }
+  if (!request.compared_weights_dtypes.empty()) {
+    std::printf(
+        "\nThe full layer by weights type: a layer per type (the same values rounded to it), "
+        "their steps taken in turn at batch 1; 'step ÷ main' is a step ÷ the step with %s "
+        "weights beside it, the median of the pairs (middle half in brackets):\n",
+        std::string(to_string(request.weights_dtype)).c_str());
+    std::vector<ReportRow> by_weights;  // each row followed by its other weights types
+    for (const ReportRow& r : rows) {
+      for (const ReportRow& w : all_rows) {
+        if (w.batch == 1 && w.tokens == r.tokens && w.n_kv_heads == r.n_kv_heads &&
+            w.kv_dtype == r.kv_dtype && w.kv_layout == r.kv_layout && w.window == r.window)
+          by_weights.push_back(w);
+      }
+    }
+    std::fputs(report_weights_table(by_weights).c_str(), stdout);
+    std::fputs(explain_weights(by_weights).c_str(), stdout);
   }
   std::uint64_t largest = 0;
   for (const ReportRow& r : rows) largest = std::max(largest, r.cache_bytes);
@@ -331,7 +356,9 @@ void add_report_command(CLI::App& app, OnParsed then) {
   cmd->add_flag("--no-prefill", flags->no_prefill,
                 "skip the full-layer prefill of each context (long at 32,768 tokens)");
   cmd->add_option("--weights-dtype", flags->weights_dtype,
-                  "the full layer's weights: bf16 (as checkpoints ship), f16 or f32")
+                  "the full layer's weights: bf16 (as checkpoints ship), f16 or f32; a comma "
+                  "list, e.g. bf16,f32, adds a layer per further type whose steps are taken in "
+                  "turn with the first's")
       ->capture_default_str();
   auto* json = cmd->add_flag("--json", flags->json, "print an array of row objects");
   cmd->add_flag("--csv", flags->csv, "print CSV")->excludes(json);

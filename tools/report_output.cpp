@@ -86,6 +86,7 @@ nlohmann::json row_json(const ReportRow& r) {
           {"v_dtype", to_string(r.kv_dtype.v)},
           {"kv_layout", to_string(r.kv_layout)},
           {"paged_over_contiguous", ratio_json(r.paged_over_contiguous)},
+          {"layer_over_main_weights", ratio_json(r.layer_over_main_weights)},
           {"isa", to_string(r.isa)},
           {"compute", to_string(r.compute)},
           {"compute_unit", to_string(r.compute_unit)},
@@ -541,8 +542,10 @@ std::string explain_batches(const std::vector<ReportRow>& rows) {
             ? (" (at " + with_commas(r.tokens) + " tokens the cache already dominates)").c_str()
             : "");
     text += buf;
-    // Where the batch's projections read the weights slower than one token's do, say so: the
-    // B dot products per weight then cost time of their own.
+    // Where the batch's projections read the weights slower than one token's do, say so, and
+    // what differs: the order W is read in and the B dot products per weight. Which one costs
+    // depends on the CPU and the batch (AMD Zen 5 at batch 8: the order; with the dot
+    // products switched off the kernel read W no faster), so the sentence names both.
     const auto single = std::find_if(rows.begin(), rows.end(), [&](const ReportRow& o) {
       return o.batch == 1 && o.tokens == r.tokens && o.n_kv_heads == r.n_kv_heads &&
              o.kv_dtype == r.kv_dtype && o.window == 0 && weights_read_gbps(o) > 0;
@@ -551,13 +554,72 @@ std::string explain_batches(const std::vector<ReportRow>& rows) {
         weights_read_gbps(r) < 0.9 * weights_read_gbps(*single)) {
       std::snprintf(buf, sizeof buf,
                     "Its projections read the weights at %.1f GB/s against %.1f at batch 1: "
-                    "the %lld dot products per weight take time the memory stream does not hide "
-                    "(bench/projection_bench BM_SmallBatchWarm times them with the weights in "
+                    "a batch reads each row of W in pieces, so that its rows of x stay in "
+                    "cache, and does %lld dot products per weight (bench/projection_bench: "
+                    "BM_SmallBatch times it cold, BM_SmallBatchWarm with the weights in "
                     "cache).\n",
                     weights_read_gbps(r), weights_read_gbps(*single),
                     static_cast<long long>(r.batch));
       text += buf;
     }
+  }
+  return text;
+}
+
+std::string report_weights_table(const std::vector<ReportRow>& rows) {
+  std::string out;
+  char line[300];
+  const int vw = variant_width(rows);
+  std::snprintf(line, sizeof line, "%-*s %4s %-8s %7s %7s %12s %12s %12s %11s  %s\n", vw, "variant",
+                "kv", "cache", "tokens", "weights", "layer step", "layer t/s", "read/step",
+                "weight GB/s", "step ÷ main");
+  out += line;
+  for (const ReportRow& r : rows) {
+    if (r.layer_tokens_per_s <= 0) continue;
+    const RatioSummary& q = r.layer_over_main_weights;
+    char ratio[64] = "1 (main)";
+    if (q.pairs > 0) {
+      std::snprintf(ratio, sizeof ratio, "%.3f (%.3f-%.3f)", q.median, q.low, q.high);
+    }
+    std::snprintf(line, sizeof line, "%-*s %4lld %-8s %7lld %7s %12s %12.1f %12s %11.1f  %s\n", vw,
+                  r.variant.c_str(), static_cast<long long>(r.n_kv_heads), cache_label(r).c_str(),
+                  static_cast<long long>(r.tokens), std::string(to_string(r.weights_dtype)).c_str(),
+                  format_seconds(r.layer_seconds_median).c_str(), r.layer_tokens_per_s,
+                  mb(r.layer_bytes_per_step).c_str(), weights_read_gbps(r), ratio);
+    out += line;
+  }
+  return out;
+}
+
+std::string explain_weights(const std::vector<ReportRow>& rows) {
+  std::string text;
+  std::vector<WeightDtype> seen;
+  char buf[600];
+  for (const ReportRow& r : rows) {  // one sentence per compared type, on its first row
+    if (r.layer_over_main_weights.pairs == 0 ||
+        std::find(seen.begin(), seen.end(), r.weights_dtype) != seen.end())
+      continue;
+    const auto main = std::find_if(rows.begin(), rows.end(), [&](const ReportRow& o) {
+      return o.layer_over_main_weights.pairs == 0 && o.layer_tokens_per_s > 0 &&
+             o.tokens == r.tokens && o.n_kv_heads == r.n_kv_heads && o.kv_dtype == r.kv_dtype &&
+             o.kv_layout == r.kv_layout && o.window == r.window;
+    });
+    if (main == rows.end() || main->layer_weight_bytes == 0) continue;
+    seen.push_back(r.weights_dtype);
+    const RatioSummary& q = r.layer_over_main_weights;
+    std::snprintf(
+        buf, sizeof buf,
+        "With %s weights the layer step (%s %s, %s tokens) takes %.2f× the time it "
+        "takes with %s weights (%s against %s; the median of %zu pairs of steps taken "
+        "in turn, middle half %.2f-%.2f) for %.2f× the weight bytes (%s against %s).\n",
+        std::string(to_string(r.weights_dtype)).c_str(), r.variant.c_str(), cache_label(r).c_str(),
+        with_commas(r.tokens).c_str(), q.median,
+        std::string(to_string(main->weights_dtype)).c_str(),
+        format_seconds(r.layer_seconds_median).c_str(),
+        format_seconds(main->layer_seconds_median).c_str(), q.pairs, q.low, q.high,
+        static_cast<double>(r.layer_weight_bytes) / static_cast<double>(main->layer_weight_bytes),
+        mb(r.layer_weight_bytes).c_str(), mb(main->layer_weight_bytes).c_str());
+    text += buf;
   }
   return text;
 }

@@ -44,9 +44,18 @@ nlohmann::json ratio_json(const RatioSummary& r);
 std::string report_batch_table(const std::vector<ReportRow>& rows);
 
 // GB/s at which a row's layer step read its weights: their bytes over the projections' share
-// of the step (0 without a timed layer). A batch's projections do B dot products per weight:
-// where this falls below batch 1's, that arithmetic is not hidden behind the memory stream.
+// of the step (0 without a timed layer). A batch's projections read W in pieces of rows and
+// do B dot products per weight: where this falls below batch 1's, one of them costs.
 double weights_read_gbps(const ReportRow& row);
+
+// The full layer's step per weights type (rows of the report's compared_weights_dtypes
+// beside their main-weights rows): step, tokens/s, bytes, the rate the weights are read at,
+// and the step ÷ the main weights' step, pair by pair.
+std::string report_weights_table(const std::vector<ReportRow>& rows);
+
+// One sentence per compared weights type, on its first row: how much longer (or shorter) its
+// step is than the main weights', for how many more weight bytes.
+std::string explain_weights(const std::vector<ReportRow>& rows);
 
 // One sentence per batch size: the context at which KV-cache bytes read per step overtake
 // the weight bytes, for the first row of that batch.

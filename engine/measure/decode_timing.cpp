@@ -256,4 +256,14 @@ RatioSummary summarize_ratios(std::vector<double> ratios) {
   return {.median = median(ratios), .low = rank(0.25), .high = rank(0.75), .pairs = ratios.size()};
 }
 
+RatioSummary summarize_pairs(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) {
+    throw std::invalid_argument("pairs of steps need as many of each (" + std::to_string(a.size()) +
+                                " and " + std::to_string(b.size()) + ")");
+  }
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < a.size(); ++i) ratios.push_back(b[i] / a[i]);
+  return summarize_ratios(std::move(ratios));
+}
+
 }  // namespace kvscope

@@ -73,6 +73,9 @@ struct RatioSummary {
 };
 // Throws std::invalid_argument for no ratios.
 RatioSummary summarize_ratios(std::vector<double> ratios);
+// b[i] ÷ a[i] for steps taken in pairs, summarized. Throws std::invalid_argument where the
+// counts differ or there are none.
+RatioSummary summarize_pairs(const std::vector<double>& a, const std::vector<double>& b);
 
 // Two decode measurements stepped in turn (a, b, a, b, …), each over its own caches: the two
 // steps of a pair see the same machine, so their ratio holds where separately timed runs

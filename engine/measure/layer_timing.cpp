@@ -75,6 +75,7 @@ class BatchSteps {
     t.tokens_per_s = static_cast<double>(batch_) / t.median_s;
     t.weight_bytes = weight_bytes;
     t.bytes_per_step = weight_bytes + cache_bytes * static_cast<std::uint64_t>(batch_);
+    t.step_seconds = seconds_;
     return t;
   }
 
@@ -90,20 +91,27 @@ class BatchSteps {
 
 }  // namespace
 
-std::vector<LayerTiming> time_layer_decode_batches(const LayerConfig& config,
-                                                   const LayerWeights& weights,
-                                                   std::int64_t context, KvTypes kv_dtype, Isa isa,
-                                                   int threads, int steps, ComputeMode compute,
-                                                   const std::vector<std::int64_t>& batches,
-                                                   KvLayout layout) {
+std::vector<LayerTiming> time_layer_decode_runs(const LayerConfig& config,
+                                                const std::vector<LayerRun>& runs,
+                                                std::int64_t context, KvTypes kv_dtype, Isa isa,
+                                                int threads, int steps, ComputeMode compute,
+                                                KvLayout layout) {
   if (steps < 1)
     throw std::invalid_argument("steps must be at least 1, got " + std::to_string(steps));
-  if (batches.empty()) throw std::invalid_argument("no batch size to time");
-  std::uint64_t caches = 0;  // sequences over all batch sizes
-  for (std::int64_t batch : batches) {
-    if (batch < 1)
-      throw std::invalid_argument("batch must be at least 1, got " + std::to_string(batch));
-    caches = checked_add(caches, static_cast<std::uint64_t>(batch), "batch sequences");
+  if (runs.empty()) throw std::invalid_argument("no layer to time");
+  std::uint64_t caches = 0;                   // sequences over all runs
+  std::vector<const LayerWeights*> distinct;  // each set of weights counted once
+  std::uint64_t weight_bytes = 0;
+  for (const LayerRun& run : runs) {
+    if (run.weights == nullptr) throw std::invalid_argument("a layer run without weights");
+    if (run.batch < 1)
+      throw std::invalid_argument("batch must be at least 1, got " + std::to_string(run.batch));
+    caches = checked_add(caches, static_cast<std::uint64_t>(run.batch), "batch sequences");
+    if (std::find(distinct.begin(), distinct.end(), run.weights) == distinct.end()) {
+      distinct.push_back(run.weights);
+      weight_bytes =
+          checked_add(weight_bytes, config.weight_bytes(run.weights->wq.dtype()), "weights");
+    }
   }
   if (context < 1 || static_cast<std::uint64_t>(context) + steps + 1 > config.capacity()) {
     throw std::invalid_argument("context " + std::to_string(context) + " plus " +
@@ -119,27 +127,41 @@ std::vector<LayerTiming> time_layer_decode_batches(const LayerConfig& config,
                     .mla_latent = static_cast<std::int64_t>(config.kv_lora_rank()),
                     .mla_rope = static_cast<std::int64_t>(config.qk_rope_head_dim())})
           .total_bytes;
-  require_memory(checked_add(config.weight_bytes(weights.wq.dtype()),
+  require_memory(checked_add(weight_bytes,
                              checked_mul(config.kv_cache_bytes(kv_dtype), caches, "batch caches"),
                              "batch memory"),
                  "this batched layer measurement");
-  std::vector<std::unique_ptr<BatchSteps>> runs;
-  for (std::int64_t batch : batches) {
-    runs.push_back(std::make_unique<BatchSteps>(config, weights, context, kv_dtype, isa, threads,
-                                                compute, batch, layout));
+  std::vector<std::unique_ptr<BatchSteps>> layers;
+  for (const LayerRun& run : runs) {
+    layers.push_back(std::make_unique<BatchSteps>(config, *run.weights, context, kv_dtype, isa,
+                                                  threads, compute, run.batch, layout));
   }
-  // The batch sizes step in turn, so that a change in the machine's memory speed (on shared
-  // hosts it moves from one second to the next) reaches all of them alike, and the ratio of
-  // their step times holds within a run: timed one after the other, batch 8 ÷ batch 1 on a
-  // 2-core AMD Zen 4 VM moved from 3.95× to 6.17× between runs.
+  // The layers step in turn, so that a change in the machine's memory speed (on shared hosts
+  // it moves from one second to the next) reaches all of them alike, and the ratio of their
+  // step times holds within a run: timed one after the other, batch 8 ÷ batch 1 on a 2-core
+  // AMD Zen 4 VM moved from 3.95× to 6.17× between runs.
   for (int i = 0; i < steps; ++i) {
-    for (auto& run : runs) run->step();
+    for (auto& layer : layers) layer->step();
   }
   std::vector<LayerTiming> timings;
-  for (const auto& run : runs) {
-    timings.push_back(run->timing(config.weight_bytes(weights.wq.dtype()), cache_bytes));
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    timings.push_back(
+        layers[i]->timing(config.weight_bytes(runs[i].weights->wq.dtype()), cache_bytes));
   }
   return timings;
+}
+
+std::vector<LayerTiming> time_layer_decode_batches(const LayerConfig& config,
+                                                   const LayerWeights& weights,
+                                                   std::int64_t context, KvTypes kv_dtype, Isa isa,
+                                                   int threads, int steps, ComputeMode compute,
+                                                   const std::vector<std::int64_t>& batches,
+                                                   KvLayout layout) {
+  if (batches.empty()) throw std::invalid_argument("no batch size to time");
+  std::vector<LayerRun> runs;
+  for (std::int64_t batch : batches) runs.push_back({&weights, batch});
+  return time_layer_decode_runs(config, runs, context, kv_dtype, isa, threads, steps, compute,
+                                layout);
 }
 
 LayerTiming time_layer_decode(const LayerConfig& config, const LayerWeights& weights,

@@ -20,6 +20,7 @@ struct LayerTiming {
   // Of the timed steps' wall time: in the projections (reading the weights), in attention
   // (reading the cache), and the rest (norms, RoPE, SwiGLU, residuals, allocation).
   double projection_share = 0, attention_share = 0, other_share = 0;
+  std::vector<double> step_seconds;  // every timed step, in order
 };
 
 // Builds a layer over `weights` (shared, not copied: LayerWeights::random(config, …) once
@@ -43,6 +44,20 @@ std::vector<LayerTiming> time_layer_decode_batches(const LayerConfig& config,
                                                    int threads, int steps, ComputeMode compute,
                                                    const std::vector<std::int64_t>& batches,
                                                    KvLayout layout = {});
+
+// One layer of time_layer_decode_runs: its weights (shared, not copied) and batch size.
+struct LayerRun {
+  const LayerWeights* weights = nullptr;
+  std::int64_t batch = 1;
+};
+// The same for layers that may differ in their weights too (f32 against bf16: the same values
+// rounded to each type), their steps taken in turn, one timing per run. The step_seconds of
+// two runs pair up: step i of each was taken within one round.
+std::vector<LayerTiming> time_layer_decode_runs(const LayerConfig& config,
+                                                const std::vector<LayerRun>& runs,
+                                                std::int64_t context, KvTypes kv_dtype, Isa isa,
+                                                int threads, int steps, ComputeMode compute,
+                                                KvLayout layout = {});
 
 // Bytes a prefill of `tokens` holds at once: weights, the cache and the activations
 // (x, normed x, q, k, v, attention output, residual, gate, up, output: [tokens × width] f32).

@@ -261,6 +261,20 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
                                   " needs the full layer, which --no-layer turns off");
     }
   }
+  for (std::size_t i = 0; i < r.compared_weights_dtypes.size(); ++i) {
+    const WeightDtype dtype = r.compared_weights_dtypes[i];
+    if (dtype == r.weights_dtype ||
+        std::find(r.compared_weights_dtypes.begin(), r.compared_weights_dtypes.begin() + i,
+                  dtype) != r.compared_weights_dtypes.begin() + i) {
+      throw std::invalid_argument("weights type " + std::string(to_string(dtype)) +
+                                  " is listed twice");
+    }
+    if (!r.measure_layer) {
+      throw std::invalid_argument(
+          "comparing weights types needs the full layer, which "
+          "--no-layer turns off");
+    }
+  }
   const std::uint64_t llc = report_llc_bytes(r, nullptr);
   if (is_mla(r) && (r.kv_dtypes.size() != 1 || r.kv_dtypes[0] != KvTypes(KvDtype::f32))) {
     throw std::invalid_argument(
@@ -298,15 +312,19 @@ std::uint64_t report_peak_bytes(const ReportRequest& r) {
       need = std::max(need, checked_mul(checked_mul(plan.cache_bytes, plan.caches, "report memory"),
                                         sets, "report memory"));
       if (r.measure_layer) {
-        need = checked_add(need, config.weight_bytes(r.weights_dtype), "report memory");
-        // The weights and every batch size's caches at once (their steps are taken in turn).
-        std::uint64_t sequences = 0;
+        // Every weights type's layer (their steps are taken in turn)...
+        std::uint64_t weights = config.weight_bytes(r.weights_dtype);
+        for (WeightDtype w : r.compared_weights_dtypes) {
+          weights = checked_add(weights, config.weight_bytes(w), "report memory");
+        }
+        need = checked_add(need, weights, "report memory");
+        // ... beside every batch size's caches and one cache per compared weights type.
+        std::uint64_t sequences = r.compared_weights_dtypes.size();
         for (std::int64_t batch : layer_batches(r)) {
           sequences = checked_add(sequences, static_cast<std::uint64_t>(batch), "report memory");
         }
-        need = std::max(
-            need, checked_add(config.weight_bytes(r.weights_dtype),
-                              checked_mul(cache, sequences, "report memory"), "report memory"));
+        need = std::max(need, checked_add(weights, checked_mul(cache, sequences, "report memory"),
+                                          "report memory"));
       }
       if (r.measure_layer && r.measure_prefill && !is_mla(r)) {
         need = std::max(need, layer_prefill_bytes(config, tokens, dtype, r.weights_dtype));
@@ -341,10 +359,14 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       paged_ratios(rows.size());
   LayerWeights layer_weights;  // the full layer's, for rows with layer_weights_kv_heads
   std::int64_t layer_weights_kv_heads = 0;
+  // The compared weights types' layers of the same shape (as layer_weights).
+  std::vector<LayerWeights> compared_weights(r.compared_weights_dtypes.size());
   struct BatchedLayer {
     std::size_t row;  // the batch-1 row it extends
     std::int64_t batch;
     LayerTiming layer;
+    WeightDtype weights;             // the request's weights_dtype, or a compared one
+    RatioSummary over_main_weights;  // a compared one's steps ÷ the row's, pair by pair
   };
   std::vector<BatchedLayer> batched;
   std::vector<double> thread_scalings;  // per pass: the FMA peak on r.threads ÷ on one
@@ -465,21 +487,32 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       // made once, not per row (400 MB of bf16 for the default shape).
       if (layer_weights_kv_heads != row.n_kv_heads) {
         layer_weights = LayerWeights();
+        for (LayerWeights& w : compared_weights) w = LayerWeights();
         layer_weights = LayerWeights::random(config, 42, r.weights_dtype);
+        for (std::size_t w = 0; w < compared_weights.size(); ++w) {
+          compared_weights[w] = LayerWeights::random(config, 42, r.compared_weights_dtypes[w]);
+        }
         layer_weights_kv_heads = row.n_kv_heads;
       }
-      // Batch 1 and every larger batch of the row step in turn, so that their ratio holds
-      // within the run even where the memory speed moves.
+      // Batch 1, every larger batch of the row and every compared weights type (at batch 1)
+      // step in turn, so that their ratios hold within the run even where the memory speed
+      // moves.
       const std::vector<std::int64_t> sizes = layer_batches(r);
-      if (r.progress && sizes.size() > 1) {
+      std::vector<LayerRun> runs;
+      for (std::int64_t batch : sizes) runs.push_back({&layer_weights, batch});
+      for (const LayerWeights& w : compared_weights) runs.push_back({&w, 1});
+      if (r.progress && runs.size() > 1) {
         std::string list;
         for (std::int64_t batch : sizes) list += (list.empty() ? "" : ", ") + std::to_string(batch);
-        r.progress("the full layer at " + std::to_string(row.tokens) + " tokens, batches " + list +
-                   " in turn");
+        for (WeightDtype w : r.compared_weights_dtypes) {
+          list += ", " + std::string(to_string(w)) + " weights";
+        }
+        r.progress("the full layer at " + std::to_string(row.tokens) + " tokens, " +
+                   (sizes.size() > 1 ? "batches " : "batch ") + list + " in turn");
       }
-      const std::vector<LayerTiming> timings = time_layer_decode_batches(
-          config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
-          std::max(3, r.steps / 2), r.compute, sizes, row.kv_layout);
+      const std::vector<LayerTiming> timings =
+          time_layer_decode_runs(config, runs, row.tokens, row.kv_dtype, r.isa, r.threads,
+                                 std::max(3, r.steps / 2), r.compute, row.kv_layout);
       const LayerTiming& layer = timings.front();
       row.layer_tokens_per_s = layer.tokens_per_s;
       row.layer_seconds_median = layer.median_s;
@@ -489,7 +522,14 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
       row.layer_weights_share = layer.projection_share;
       row.layer_attention_share = layer.attention_share;
       row.layer_other_share = layer.other_share;
-      for (std::size_t b = 1; b < sizes.size(); ++b) batched.push_back({i, sizes[b], timings[b]});
+      for (std::size_t b = 1; b < sizes.size(); ++b) {
+        batched.push_back({i, sizes[b], timings[b], r.weights_dtype, {}});
+      }
+      for (std::size_t w = 0; w < compared_weights.size(); ++w) {
+        const LayerTiming& t = timings[sizes.size() + w];
+        batched.push_back({i, 1, t, r.compared_weights_dtypes[w],
+                           summarize_pairs(layer.step_seconds, t.step_seconds)});
+      }
       if (r.measure_prefill && !is_mla(r)) {
         const LayerPrefillTiming prefill =
             time_layer_prefill(config, layer_weights, row.tokens, row.kv_dtype, r.isa, r.threads,
@@ -513,6 +553,12 @@ std::vector<ReportRow> run_report(const ReportRequest& r) {
   for (const BatchedLayer& b : batched) {
     ReportRow row = rows[b.row];
     row.batch = b.batch;
+    if (b.weights != row.weights_dtype) {  // a compared weights type: its own layer, no prefill
+      row.weights_dtype = b.weights;
+      row.layer_weight_bytes = b.layer.weight_bytes;
+      row.layer_over_main_weights = b.over_main_weights;
+      row.prefill_seconds = row.prefill_tokens_per_s = row.prefill_attention_share = 0;
+    }
     row.layer_tokens_per_s = b.layer.tokens_per_s;
     row.layer_seconds_median = b.layer.median_s;
     row.layer_bytes_per_step = b.layer.bytes_per_step;

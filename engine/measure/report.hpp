@@ -37,6 +37,11 @@ struct ReportRequest {
   // per (tokens, kv heads, cache type) whose layer_* figures are B sequences' step.
   std::vector<std::int64_t> batches{1};
   WeightDtype weights_dtype = WeightDtype::bf16;  // the full layer's, as checkpoints ship
+  // Each a full layer of its own beside the weights_dtype one (the same values rounded to this
+  // type), their batch-1 decode steps taken in turn, so that their ratio holds within the run
+  // (needs measure_layer): a row each (batch 1) with its layer_* figures and
+  // layer_over_main_weights. Their prefill is not measured.
+  std::vector<WeightDtype> compared_weights_dtypes;
   Isa isa = Isa::scalar;
   ComputeMode compute = ComputeMode::exact;
   int threads = 1;
@@ -135,6 +140,9 @@ struct ReportRow {
   // step in turn, and this summarizes this row's steps ÷ that row's, pair by pair (pairs 0:
   // not paired).
   RatioSummary paged_over_contiguous;
+  // A row of one of the request's compared_weights_dtypes: its layer step ÷ the layer step with
+  // the request's weights_dtype (the row it repeats), pair by pair (pairs 0: not such a row).
+  RatioSummary layer_over_main_weights;
   // How the cache was read: attn_* above are one layer's share of a step over all layers.
   CacheState cache_state = CacheState::cold;
   std::string cold_method;               // "copies", "flush" or "none" (warm)

@@ -309,6 +309,36 @@ TEST(KvscopeConfig, SizeAndReportTakeTheShapeFromConfigJson) {
   EXPECT_EQ(report[1]["layer_weight_bytes"], projections * 2 + 2 * 256 * 4);
 }
 
+// --weights-dtype bf16,f32: a layer per weights type, stepped in turn; the second's rows carry
+// its own weight bytes and the pairs' ratio, and the text gives both in a table of their own.
+TEST(KvscopeReport, WeightsTypesListCompareTheirLayersStepByStep) {
+  const std::string shape =
+      "report --heads 4 --d-head 16 --tokens 32 --kv-heads 4 --kv-dtypes f32 --steps 6 "
+      "--repetitions 1 --threads 1 --no-prefill --weights-dtype bf16,f32";
+  const nlohmann::json j = json_of(shape + " --json");
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["weights_dtype"], "bf16");
+  EXPECT_EQ(j[1]["weights_dtype"], "f32");
+  EXPECT_EQ(j[0]["layer_over_main_weights"]["pairs"], 0);
+  EXPECT_EQ(j[1]["layer_over_main_weights"]["pairs"], 3);
+  // The projections' elements in f32 take twice the bytes; the two norms are f32 either way.
+  const auto bf16 = j[0]["layer_weight_bytes"].get<std::uint64_t>();
+  const auto f32 = j[1]["layer_weight_bytes"].get<std::uint64_t>();
+  EXPECT_EQ(f32 - 2 * 64 * 4, 2 * (bf16 - 2 * 64 * 4));
+  const CommandResult text = kvscope(shape);
+  EXPECT_EQ(text.status, 0) << text.out;
+  for (const char* part : {"The full layer by weights type", "step ÷ main", "1 (main)",
+                           "With f32 weights the layer step (MHA f32, 32 tokens) takes"})
+    EXPECT_NE(text.out.find(part), std::string::npos) << part << "\n" << text.out;
+  for (const char* bad : {"bf16,bf16", "bf16,f8", "f32,bf16,f32"}) {
+    const CommandResult r = kvscope("report --tokens 16 --weights-dtype " + std::string(bad));
+    EXPECT_NE(r.status, 0) << bad;
+  }
+  const CommandResult no_layer = kvscope(shape + " --no-layer");
+  EXPECT_NE(no_layer.status, 0);
+  EXPECT_NE(no_layer.out.find("--no-layer"), std::string::npos) << no_layer.out;
+}
+
 // --batch adds the full layer's step over B sequences: rows with `batch`, bytes that count the
 // weights once and B caches, and the context where the cache's bytes overtake the weights'.
 TEST(KvscopeReport, BatchRowsCountWeightsOnceAndNameTheCrossover) {

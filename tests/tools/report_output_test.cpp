@@ -71,12 +71,42 @@ TEST(ReportOutput, JsonRowsHaveTheDocumentedFields) {
        {"cache_state", "llc_bytes", "cold_method", "caches_allocated", "model_attn_seconds_median",
         "model_attn_tokens_per_s", "bytes_read_per_model_step", "weights_dtype",
         "layer_weight_bytes", "layer_weights_share", "prefill_seconds", "prefill_tokens_per_s",
-        "prefill_attention_share"}) {
+        "prefill_attention_share", "layer_over_main_weights"}) {
     EXPECT_TRUE(j[0].contains(key)) << key;
   }
   EXPECT_EQ(j[0]["cache_state"], "cold");
   EXPECT_EQ(j[0]["llc_bytes"], 32u << 20);
   EXPECT_EQ(j[0]["caches_allocated"], 40);
+}
+
+// The weights table: the main row's ratio is 1, a compared row's the pairs' median and middle
+// half; the sentence names both types, the ratio and the weight bytes' ratio.
+TEST(ReportOutput, WeightsTableAndSentenceGiveThePairedRatio) {
+  std::vector<ReportRow> rows(2, fixed_rows()[0]);
+  for (ReportRow& r : rows) {
+    r.layer_tokens_per_s = 100;
+    r.layer_weights_share = 0.9;
+    r.layer_bytes_per_step = 470'300'000;
+  }
+  rows[0].weights_dtype = WeightDtype::bf16;
+  rows[0].layer_seconds_median = 9.5e-3;
+  rows[0].layer_weight_bytes = 404'800'000;
+  rows[1].weights_dtype = WeightDtype::f32;
+  rows[1].layer_seconds_median = 17.1e-3;
+  rows[1].layer_weight_bytes = 809'500'000;
+  rows[1].layer_over_main_weights = {.median = 1.807, .low = 1.780, .high = 1.815, .pairs = 12};
+  const std::string table = report_weights_table(rows);
+  EXPECT_NE(table.find("1 (main)"), std::string::npos) << table;
+  EXPECT_NE(table.find("1.807 (1.780-1.815)"), std::string::npos) << table;
+  const std::string text = explain_weights(rows);
+  EXPECT_NE(text.find("With f32 weights the layer step (MHA f32, 512 tokens) takes 1.81× the "
+                      "time it takes with bf16 weights"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("median of 12 pairs"), std::string::npos) << text;
+  EXPECT_NE(text.find("for 2.00× the weight bytes"), std::string::npos) << text;
+  rows[1].layer_over_main_weights = {};  // not a compared row: no sentence
+  EXPECT_EQ(explain_weights(rows), "");
 }
 
 // The batch table's weight rate: 354.5 MB read in 74% of a 12.72 ms step is 37.7 GB/s; a row

@@ -145,6 +145,14 @@ TEST(RatioSummary, MedianAndMiddleHalfByNearestRank) {
   EXPECT_EQ(eight.low, 2);
   EXPECT_EQ(eight.high, 6);
   EXPECT_THROW(summarize_ratios({}), std::invalid_argument);
+  // Pairs: the second step of each ÷ the first.
+  const RatioSummary pairs = summarize_pairs({1, 2, 4}, {2, 3, 4});  // 2, 1.5, 1
+  EXPECT_DOUBLE_EQ(pairs.median, 1.5);
+  EXPECT_DOUBLE_EQ(pairs.low, 1.0);
+  EXPECT_DOUBLE_EQ(pairs.high, 2.0);
+  EXPECT_EQ(pairs.pairs, 3u);
+  EXPECT_THROW(summarize_pairs({1, 2}, {1}), std::invalid_argument);
+  EXPECT_THROW(summarize_pairs({}, {}), std::invalid_argument);
 }
 
 TEST(Median, OddAndEvenSizes) {

@@ -58,8 +58,80 @@ TEST(ReportArithmetic, PeakBytesCountCacheReadBufferAndWeights) {
   r.batches = {8, 3};  // batch 1 is always timed
   EXPECT_EQ(report_peak_bytes(r), 12 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes());
   r.batches = {1};
+  // A compared weights type: its layer's weights and one more cache beside the main layer's.
+  r.compared_weights_dtypes = {WeightDtype::bf16};
+  EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32) + c.weight_bytes() +
+                                      c.weight_bytes(WeightDtype::bf16));
+  r.compared_weights_dtypes = {};
   r.measure_layer = false;
   EXPECT_EQ(report_peak_bytes(r), 2 * c.kv_cache_bytes(KvDtype::f32));
+}
+
+TEST(ReportArithmetic, ComparedWeightsTypesAreRefusedWhenRepeatedOrWithoutTheLayer) {
+  ReportRequest r{.tokens = {16}, .weights_dtype = WeightDtype::bf16};
+  for (const std::vector<WeightDtype>& bad :
+       {std::vector{WeightDtype::bf16}, std::vector{WeightDtype::f32, WeightDtype::f32}}) {
+    r.compared_weights_dtypes = bad;
+    try {
+      (void)report_peak_bytes(r);
+      ADD_FAILURE() << "accepted a weights type listed twice";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("listed twice"), std::string::npos) << e.what();
+    }
+  }
+  r.compared_weights_dtypes = {WeightDtype::f32};
+  r.measure_layer = false;
+  EXPECT_THROW((void)report_peak_bytes(r), std::invalid_argument);
+}
+
+// A compared weights type adds a row of its own layer, timed step by step beside the main
+// weights' layer: the same decode figures, its own weight bytes and step, the pairs' ratio.
+TEST(Report, ComparedWeightsTypesGetALayerRowWithThePairsRatio) {
+  const ReportRequest r{.n_heads = 4,
+                        .head_dim = 16,
+                        .tokens = {32},
+                        .kv_heads = {2},
+                        .kv_dtypes = {KvDtype::f32},
+                        .hidden_size = 64,
+                        .ffn_size = 96,
+                        .batches = {1, 2},
+                        .weights_dtype = WeightDtype::bf16,
+                        .compared_weights_dtypes = {WeightDtype::f32},
+                        .steps = 8,
+                        .repetitions = 1,
+                        .cache_state = CacheState::warm};
+  const std::vector<ReportRow> rows = run_report(r);
+  ASSERT_EQ(rows.size(), 3u);  // batch 1 (bf16), batch 2 (bf16), batch 1 with f32 weights
+  const ReportRow &main = rows[0], &batch = rows[1], &f32 = rows[2];
+  EXPECT_EQ(main.weights_dtype, WeightDtype::bf16);
+  EXPECT_EQ(batch.batch, 2);
+  EXPECT_EQ(batch.weights_dtype, WeightDtype::bf16);
+  EXPECT_EQ(batch.layer_over_main_weights.pairs, 0u);
+  EXPECT_EQ(main.layer_over_main_weights.pairs, 0u);
+  EXPECT_EQ(f32.batch, 1);
+  EXPECT_EQ(f32.weights_dtype, WeightDtype::f32);
+  const LayerConfig c({.hidden_size = 64,
+                       .n_heads = 4,
+                       .n_kv_heads = 2,
+                       .head_dim = 16,
+                       .ffn_size = 96,
+                       .capacity = 64});
+  EXPECT_EQ(main.layer_weight_bytes, c.weight_bytes(WeightDtype::bf16));
+  EXPECT_EQ(f32.layer_weight_bytes, c.weight_bytes(WeightDtype::f32));
+  EXPECT_EQ(f32.layer_bytes_per_step - f32.layer_weight_bytes,
+            main.layer_bytes_per_step - main.layer_weight_bytes);  // one cache each
+  EXPECT_GT(f32.layer_tokens_per_s, 0.0);
+  EXPECT_EQ(f32.layer_over_main_weights.pairs, 4u);  // max(3, 8 / 2) steps of each
+  EXPECT_GT(f32.layer_over_main_weights.median, 0.0);
+  EXPECT_LE(f32.layer_over_main_weights.low, f32.layer_over_main_weights.median);
+  EXPECT_GE(f32.layer_over_main_weights.high, f32.layer_over_main_weights.median);
+  // Its decode figures are the row's; its prefill was not measured.
+  EXPECT_EQ(f32.attn_seconds_median, main.attn_seconds_median);
+  EXPECT_GT(main.prefill_seconds, 0.0);
+  EXPECT_EQ(f32.prefill_seconds, 0.0);
+  EXPECT_EQ(
+      f32.kv_overtakes_weights_tokens,
+      static_cast<std::int64_t>((f32.layer_weight_bytes + 2 * 2 * 16 * 4 - 1) / (2 * 2 * 16 * 4)));
 }
 
 TEST(Report, WarmReadsOnlyTheLayersCaches) {
