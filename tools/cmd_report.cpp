@@ -205,7 +205,7 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
   // other weights types get a table each of their own.
   std::vector<ReportRow> rows;
   for (const ReportRow& r : all_rows) {
-    if (r.batch == 1 && r.weights_dtype == request.weights_dtype) rows.push_back(r);
+    if (r.batch == 1 && r.layer_over_main_weights.pairs == 0) rows.push_back(r);
   }
 
   write_file(f.svg, report_svg(rows), "the SVG");

@@ -337,6 +337,13 @@ TEST(KvscopeReport, WeightsTypesListCompareTheirLayersStepByStep) {
   const CommandResult no_layer = kvscope(shape + " --no-layer");
   EXPECT_NE(no_layer.status, 0);
   EXPECT_NE(no_layer.out.find("--no-layer"), std::string::npos) << no_layer.out;
+  // One type other than the default, without the layer (rows then carry no weights type of
+  // their own): the table as ever.
+  const CommandResult plain = kvscope(
+      "report --heads 4 --d-head 16 --tokens 16 --kv-heads 4 --kv-dtypes f32 --steps 2 "
+      "--threads 1 --weights-dtype f32 --no-layer");
+  EXPECT_EQ(plain.status, 0) << plain.out;
+  EXPECT_NE(plain.out.find("\nMHA "), std::string::npos) << plain.out;
 }
 
 // --batch adds the full layer's step over B sequences: rows with `batch`, bytes that count the
