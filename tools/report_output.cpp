@@ -554,10 +554,10 @@ std::string explain_batches(const std::vector<ReportRow>& rows) {
         weights_read_gbps(r) < 0.9 * weights_read_gbps(*single)) {
       std::snprintf(buf, sizeof buf,
                     "Its projections read the weights at %.1f GB/s against %.1f at batch 1: "
-                    "a batch reads each row of W in pieces, so that its rows of x stay in "
-                    "cache, and does %lld dot products per weight (bench/projection_bench: "
-                    "BM_SmallBatch times it cold, BM_SmallBatchWarm with the weights in "
-                    "cache).\n",
+                    "a batch's kernel reads W in another order than one token's (in blocks of "
+                    "rows, so that its rows of x stay in cache) and does %lld dot products per "
+                    "weight, and either can cost (bench/projection_bench: BM_SmallBatch times "
+                    "it cold, BM_SmallBatchWarm with the weights in cache).\n",
                     weights_read_gbps(r), weights_read_gbps(*single),
                     static_cast<long long>(r.batch));
       text += buf;
