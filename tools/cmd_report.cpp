@@ -276,10 +276,7 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
     std::vector<ReportRow> by_batch;  // each row followed by its batches
     for (const ReportRow& r : rows) {
       for (const ReportRow& b : all_rows) {
-        if (b.tokens == r.tokens && b.n_kv_heads == r.n_kv_heads && b.kv_dtype == r.kv_dtype &&
-            b.kv_layout == r.kv_layout && b.window == r.window &&
-            b.weights_dtype == r.weights_dtype)
-          by_batch.push_back(b);
+        if (same_shape(b, r) && b.layer_over_main_weights.pairs == 0) by_batch.push_back(b);
       }
     }
     std::fputs(report_batch_table(by_batch).c_str(), stdout);
@@ -294,9 +291,7 @@ void run_report_command(ReportRequest request, const ReportFlags& f) {
     std::vector<ReportRow> by_weights;  // each row followed by its other weights types
     for (const ReportRow& r : rows) {
       for (const ReportRow& w : all_rows) {
-        if (w.batch == 1 && w.tokens == r.tokens && w.n_kv_heads == r.n_kv_heads &&
-            w.kv_dtype == r.kv_dtype && w.kv_layout == r.kv_layout && w.window == r.window)
-          by_weights.push_back(w);
+        if (same_shape(w, r) && w.batch == 1) by_weights.push_back(w);
       }
     }
     std::fputs(report_weights_table(by_weights).c_str(), stdout);

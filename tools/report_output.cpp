@@ -424,6 +424,11 @@ std::string explain_cache_fit(const std::vector<ReportRow>& rows) {
   return text;
 }
 
+bool same_shape(const ReportRow& a, const ReportRow& b) {
+  return a.tokens == b.tokens && a.n_kv_heads == b.n_kv_heads && a.kv_dtype == b.kv_dtype &&
+         a.kv_layout == b.kv_layout && a.window == b.window;
+}
+
 double weights_read_gbps(const ReportRow& r) {
   const double seconds = r.layer_weights_share * r.layer_seconds_median;
   return seconds > 0 ? static_cast<double>(r.layer_weight_bytes) / seconds / 1e9 : 0.0;
@@ -600,9 +605,7 @@ std::string explain_weights(const std::vector<ReportRow>& rows) {
         std::find(seen.begin(), seen.end(), r.weights_dtype) != seen.end())
       continue;
     const auto main = std::find_if(rows.begin(), rows.end(), [&](const ReportRow& o) {
-      return o.layer_over_main_weights.pairs == 0 && o.layer_tokens_per_s > 0 &&
-             o.tokens == r.tokens && o.n_kv_heads == r.n_kv_heads && o.kv_dtype == r.kv_dtype &&
-             o.kv_layout == r.kv_layout && o.window == r.window;
+      return o.layer_over_main_weights.pairs == 0 && o.layer_tokens_per_s > 0 && same_shape(o, r);
     });
     if (main == rows.end() || main->layer_weight_bytes == 0) continue;
     seen.push_back(r.weights_dtype);

@@ -43,6 +43,10 @@ nlohmann::json ratio_json(const RatioSummary& r);
 // Rows without the layer are left out.
 std::string report_batch_table(const std::vector<ReportRow>& rows);
 
+// Whether two rows are of one shape, cache type and layout (context, kv heads, window), of any
+// batch size or weights type: a batch-1 row and the rows that extend it.
+bool same_shape(const ReportRow& a, const ReportRow& b);
+
 // GB/s at which a row's layer step read its weights: their bytes over the projections' share
 // of the step (0 without a timed layer). A batch's projections read W in pieces of rows and
 // do B dot products per weight: where this falls below batch 1's, one of them costs.
