@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,50 @@ TEST_P(Roofline, ReadSweepReadsEveryStreamOfEveryThread) {
       EXPECT_TRUE(seen) << threads << " threads: byte " << at << " not read (result " << got << ")";
     }
   }
+}
+
+// The read loop with arithmetic reads every element of every thread's two halves, blocks and
+// tail, and does its multiply-adds with each: over ones the result is (elements + what was
+// planted) × fmas_per_float, exactly (every partial sum is a whole number under 2^24). A 2 planted
+// anywhere adds one more times the count (0: one addition a element). Bytes past the last
+// whole float are not read.
+void expect_read_with_fmas_reads_everything(Isa isa) {
+  const std::size_t floats = 250007;  // blocks of 16 KiB, whole lines and a tail of single floats
+  const std::size_t bytes = floats * sizeof(float) + 3;
+  AlignedBuffer buffer(bytes, "test buffer");
+  std::vector<float> ones(floats, 1.0f);
+  std::memcpy(buffer.data(), ones.data(), floats * sizeof(float));
+  std::memset(buffer.data() + floats * sizeof(float), 0x7f, 3);  // would show if read as a float
+  const auto at = [&](std::size_t i) { return buffer.data() + i * sizeof(float); };
+  for (int fmas : {0, 1, 2, 4, 8, 16}) {
+    const double per = fmas == 0 ? 1.0 : fmas;
+    for (int threads : {1, 2, 3}) {
+      EXPECT_EQ(read_with_fmas(buffer.data(), bytes, fmas, isa, threads), per * floats)
+          << fmas << " multiply-adds, " << threads << " threads";
+      for (std::size_t mark = 0; mark <= 40; ++mark) {
+        const std::size_t i = mark == 40 ? floats - 1 : mark * (floats / 40) + mark % 5;
+        const float two = 2.0f;
+        std::memcpy(at(i), &two, sizeof two);
+        const float got = read_with_fmas(buffer.data(), bytes, fmas, isa, threads);
+        std::memcpy(at(i), &ones[0], sizeof(float));
+        EXPECT_EQ(got, per * (floats + 1))
+            << fmas << " multiply-adds, " << threads << " threads: element " << i << " not read";
+      }
+    }
+  }
+  for (int fmas : {-1, 3, 32}) {
+    EXPECT_THROW(read_with_fmas(buffer.data(), bytes, fmas, isa, 1), std::invalid_argument) << fmas;
+  }
+}
+
+TEST_P(Roofline, ReadWithFmasReadsEveryElement) {
+  const Isa isa = GetParam();
+  if (!cpu_supports(isa)) GTEST_SKIP() << "CPU lacks " << to_string(isa);
+  expect_read_with_fmas_reads_everything(isa);
+}
+
+TEST(ScalarRoofline, ReadWithFmasReadsEveryElement) {
+  expect_read_with_fmas_reads_everything(Isa::scalar);
 }
 
 // The chains' final values, emulated one rounding at a time: fused on AVX2 and AVX-512,
