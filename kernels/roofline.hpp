@@ -17,7 +17,8 @@ float read_sweep(const std::byte* data, std::size_t bytes, Isa isa, int threads)
 // two halves taken 16 KiB at a time in turn (decode's key and value blocks), requesting each
 // half's next block into L1 a line per line read (as the GQA kernels request theirs), and does
 // `fmas_per_float` multiply-adds with every element read (fused where `isa` has FMA; 0: one
-// addition instead), into independent accumulators. fmas_per_float: 0, 1, 2, 4, 8 or 16 (GQA-8
+// addition instead), into independent accumulators (Isa::scalar: element by element over the
+// threads' shares, no blocks, nothing requested ahead). fmas_per_float: 0, 1, 2, 4, 8 or 16 (GQA-8
 // decode does 4 per f32 element read, 8 per 16-bit one; MQA 32 per f32 element). Returns the
 // sum of every element read times fmas_per_float (times 1 for 0); bytes past the last whole
 // float are not read. Throws std::invalid_argument for another fmas_per_float, and if this CPU
