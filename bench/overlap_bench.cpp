@@ -31,6 +31,7 @@
 #include "bench/bench_util.hpp"
 #include "engine/measure/cache_info.hpp"
 #include "engine/measure/cold_caches.hpp"
+#include "engine/measure/decode_timing.hpp"
 #include "engine/memory.hpp"
 #include "kernels/roofline.hpp"
 
@@ -38,11 +39,6 @@ namespace kvscope::bench {
 namespace {
 
 constexpr std::size_t kBytes = std::size_t{128} << 20;
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0.0 : values[values.size() / 2];
-}
 
 void read_with_fmas_bench(benchmark::State& state, int fmas, Isa isa, std::uint64_t llc_bytes) {
   if (!cpu_supports(isa)) return state.SkipWithError("CPU lacks this ISA");
