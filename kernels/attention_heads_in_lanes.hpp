@@ -25,8 +25,13 @@
 // decode (AMD Zen 5, 2 threads, cold, old and new binaries alternated): f16 0.92-0.93x the
 // time at 32,768 tokens and 0.94-0.97x at 2,000; bf16 and int8 with --compute exact
 // 0.92-0.98x at 32,768; GQA-2 f16 0.94-0.98x; causal prefill of 2,000 tokens 0.96-1.01x.
+// The keys of the next block are widened likewise during the p·V loops, into a second key
+// tile (a later pass's scores still read this block's): MQA f16 decode (Zen 5, 2 threads,
+// cold, binaries alternated) 0.94x the time at 32,768 tokens and 0.95x at 2,000, bf16 and
+// int8 with --compute exact 0.93-0.95x, GQA-2 f16 0.96-0.97x, prefill 0.97-1.01x.
 //
 // Include only from ISA-flagged translation units (kernels/arch/).
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <functional>
@@ -132,6 +137,7 @@ class RowWidener {
     load_elems<D, A>(from_).store_aligned(to_);
     from_ += W, to_ += W, --left_;
   }
+  bool active() const { return src_ != nullptr; }
   void rest() {
     if (src_ == nullptr) return;
     if (d_ % W == 0) {
@@ -183,7 +189,7 @@ class HeadsInLanes {
         row_max_(kLanes),
         pass_rows_(max_passes_),
         s_(kBlock * kLanes),
-        tiles_(2 * kBlock * padded(head_dim)),
+        tiles_(3 * kBlock * padded(head_dim)),
         scales_(2 * kBlock) {}
 
   // Query states st[0, count) attend to keys [t0, t1) of kv head kvh (cache of type D, both
@@ -210,6 +216,11 @@ class HeadsInLanes {
       transpose_in(st + pass * kLanes, lanes_of(pass), d, pass, first);
     }
     first.rest();
+    // The rows of a block at b that any query sees: up to the latest last_key.
+    std::size_t last_seen = 0;
+    for (std::size_t i = 0; i < count; ++i) last_seen = std::max(last_seen, st[i].last_key);
+    bool keys_ready = false;  // the block's keys were widened during the block before's p·V
+    std::size_t k_slot = 0;   // which of the two key tiles holds this block's keys
 
     for (std::size_t b0 = t0, nb; b0 < t1; b0 += nb) {
       nb = kv.chunked_block_rows(b0, t1, kBlock);  // across pages of 16 too
@@ -220,7 +231,10 @@ class HeadsInLanes {
         pass_rows_.get()[pass] = seen;
         rows = seen > rows ? seen : rows;
       }
-      if (rows == 0) continue;
+      if (rows == 0) {
+        keys_ready = false;
+        continue;
+      }
       const NextBlock next = kv.paged() && kv.page_tokens < kBlock
                                  ? NextBlock{}
                                  : NextBlock::within(kv, kvh, b0, nb, t1, kBlock, after_range);
@@ -230,7 +244,7 @@ class HeadsInLanes {
       // late: MQA decode on fp32-fma took 0.92-0.95x the time with f16 rows in the loops'
       // requests, 0.92-0.98x with bf16 and int8; AMD Zen 4.)
       Block blk;
-      RowWidener<A, D> values;
+      RowWidener<A, D> values, next_keys;
       blk.k_next = next.k, blk.v_next = next.v, blk.n_next = next.rows;
       blk.next_row_bytes = kv.k_row_bytes();
       if (kv.paged() && kv.row_in_page(b0) + nb > kv.page_tokens) {
@@ -241,13 +255,23 @@ class HeadsInLanes {
         blk.stride = d;
       } else {
         blk.stride = padded(d);
-        float* k_tile = tiles_.get();
-        float* v_tile = k_tile + kBlock * blk.stride;
-        widen_rows<A, D>(reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0)), d, rows,
-                         blk.stride / W, k_tile, nullptr, 0);
-        // The values are widened during the first pass's score loops (RowWidener).
+        float* k_tile = key_tile(k_slot, blk.stride);
+        float* v_tile = tiles_.get() + kBlock * blk.stride;
+        if (!keys_ready) {
+          widen_rows<A, D>(reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b0)), d, rows,
+                           blk.stride / W, k_tile, nullptr, 0);
+        }
+        // The values are widened during the first pass's score loops, the next block's keys
+        // during its p·V loops (RowWidener), where the range goes on in one page.
         values = RowWidener<A, D>(reinterpret_cast<const elem_t<D>*>(kv.v_row(kvh, b0)), d, rows,
                                   v_tile);
+        const std::size_t b1 = b0 + nb;
+        const std::size_t nb1 = kv.chunked_block_rows(b1, t1, kBlock);
+        const std::size_t rows1 = last_seen < b1 ? 0 : std::min(nb1, last_seen - b1 + 1);
+        if (rows1 > 0 && !(kv.paged() && kv.row_in_page(b1) + nb1 > kv.page_tokens)) {
+          next_keys = RowWidener<A, D>(reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b1)), d,
+                                       rows1, key_tile(1 - k_slot, blk.stride));
+        }
         blk.k = k_tile, blk.v = v_tile;
         if constexpr (D == KvDtype::int8) {
           blk.k_scale = kv.k_scales(kvh, b0);  // rows [0, rows) are read, all inside the cache
@@ -258,12 +282,15 @@ class HeadsInLanes {
         const std::size_t pass_rows = pass_rows_.get()[pass];
         if (pass_rows == 0) continue;
         if (lanes_of(pass) > W) {
-          block_pass<2, D>(blk, d, pass_rows, pass, values);
+          block_pass<2, D>(blk, d, pass_rows, pass, values, next_keys);
         } else {
-          block_pass<1, D>(blk, d, pass_rows, pass, values);
+          block_pass<1, D>(blk, d, pass_rows, pass, values, next_keys);
         }
         blk.n_next = 0;  // the first pass that runs has requested the next block
       }
+      keys_ready = next_keys.active();
+      next_keys.rest();
+      if (keys_ready) k_slot = 1 - k_slot;
     }
 
     for (std::size_t pass = 0; pass < passes; ++pass) {
@@ -275,6 +302,10 @@ class HeadsInLanes {
   static constexpr float kInf = std::numeric_limits<float>::infinity();
 
   static std::size_t padded(std::size_t d) { return (d + W - 1) / W * W; }
+  // tiles_ holds a key tile, the value tile, then the other key tile.
+  float* key_tile(std::size_t slot, std::size_t stride) const {
+    return tiles_.get() + 2 * slot * kBlock * stride;
+  }
 
   // One key block's rows (the cache's f32 rows, or the tiles they were widened into).
   struct Block {
@@ -400,7 +431,7 @@ class HeadsInLanes {
   // lane-wise online softmax (lanes see visible_ rows of it), p·V.
   template <int QV, KvDtype D>
   void block_pass(const Block& blk, std::size_t d, std::size_t rows, std::size_t pass,
-                  RowWidener<A, D>& values) {
+                  RowWidener<A, D>& values, RowWidener<A, D>& next_keys) {
     constexpr std::size_t L = QV * W;  // floats per transposed row
     float* s = s_.get();
     const float* visible = visible_.get() + pass * kLanes;
@@ -469,7 +500,7 @@ class HeadsInLanes {
     LinePrefetcher pf(blk.v_next, blk.n_next * blk.next_row_bytes);
     float* otp = ot(pass);
     micro_tiles<kTile>(d, [&]<std::size_t R>(std::size_t j) {
-      weighted_values<QV, R>(blk.v, blk.stride, rows, j, s, correction, otp, pf);
+      weighted_values<QV, R>(blk.v, blk.stride, rows, j, s, correction, otp, pf, next_keys);
     });
     pf.rest();
     for (int v = 0; v < QV; ++v) {
@@ -531,9 +562,11 @@ class HeadsInLanes {
   // oᵀ[j0 + i] ← oᵀ[j0 + i] · correction + Σ_{t < rows} v[t][j0 + i] · pᵀ[t] for the R value
   // columns of one micro-tile (value rows `stride` floats apart); pf takes a line of the next
   // block's value rows per row step.
-  template <int QV, std::size_t R>
+  template <int QV, std::size_t R, class Widener>
   static void weighted_values(const float* v, std::size_t stride, std::size_t rows, std::size_t j0,
-                              const float* p, const B* correction, float* ot, LinePrefetcher& pf) {
+                              const float* p, const B* correction, float* ot, LinePrefetcher& pf,
+                              Widener& shared_keys) {
+    Widener keys = shared_keys;  // in registers for the loop
     constexpr std::size_t L = QV * W;
     float* out = ot + j0 * L;
     B acc[R][QV];
@@ -547,6 +580,7 @@ class HeadsInLanes {
     const float* col = v + j0;
     for (std::size_t t = 0; t < rows; ++t) {
       pf.next();
+      keys.next();
       B w[QV];
       for (int q = 0; q < QV; ++q) w[q] = B::load_aligned(p + t * L + q * W);
 #pragma GCC unroll 12
@@ -560,6 +594,7 @@ class HeadsInLanes {
 #pragma GCC unroll 4
       for (int q = 0; q < QV; ++q) acc[i][q].store_aligned(out + i * L + q * W);
     }
+    shared_keys = keys;
   }
 
   std::size_t max_passes_, pass_floats_;
