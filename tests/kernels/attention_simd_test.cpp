@@ -123,13 +123,16 @@ INSTANTIATE_TEST_SUITE_P(Int4AndKvPairs, AttentionSimd,
                                             ::testing::Values(std::size_t{1}, std::size_t{4},
                                                               std::size_t{32})),
                          param_name);
-INSTANTIATE_TEST_SUITE_P(MoreGqaRatios, AttentionSimd,
-                         ::testing::Combine(::testing::Values(Isa::sse2, Isa::avx2, Isa::avx512),
-                                            ::testing::Values(KvTypes(KvDtype::f32),
-                                                              KvTypes(KvDtype::int8)),
-                                            ::testing::Values(std::size_t{2}, std::size_t{8},
-                                                              std::size_t{16}, std::size_t{24})),
-                         param_name);
+// Groups of 6 and 8 read 16-bit and int8 rows in place with query tiles of 4 (more than one
+// tile per row) on AVX2 and AVX-512, or in the lanes on SSE2.
+INSTANTIATE_TEST_SUITE_P(
+    MoreGqaRatios, AttentionSimd,
+    ::testing::Combine(::testing::Values(Isa::sse2, Isa::avx2, Isa::avx512),
+                       ::testing::Values(KvTypes(KvDtype::f32), KvTypes(KvDtype::f16),
+                                         KvTypes(KvDtype::bf16), KvTypes(KvDtype::int8)),
+                       ::testing::Values(std::size_t{2}, std::size_t{6}, std::size_t{8},
+                                         std::size_t{16}, std::size_t{24})),
+    param_name);
 
 class AttentionSimdIsa : public ::testing::TestWithParam<Isa> {};
 
