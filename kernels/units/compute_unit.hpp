@@ -50,6 +50,9 @@ inline constexpr std::size_t kAmxMinSharing = 8;
 //   4 (GQA-8):      int8 1.4× faster warm at 2,000 tokens (106–127 against 145–147 µs) and
 //                   1.04–1.16× cold at 2,000 and 32,768 (2026-12-01); bf16 0.8–1.0× — no gain;
 //   8, 16 (GQA-4, GQA-2): 1.6–2.6× faster; 32 (MQA): int8 2.8×, bf16 2.1× faster.
+// Since 8 queries read rows in place too (attention_decode.hpp), the exact kernel's time over
+// the unit's, GQA-4 (Zen 5, 2 threads, cold, steps paired): bf16 1.03× at 2,000 tokens and
+// 1.10× at 32,768, int8 1.59× and 1.67×; GQA-2 bf16 1.62× and 1.84×.
 inline constexpr std::size_t kVnniMinSharing = 4;
 // With 4 queries (GQA-8) the bf16 unit on query quads (dot_query_quads.hpp) measured 0.9x the
 // widening kernel's time warm but level cold (Zen 5, 2,000 and 32,768 tokens): the rounding
