@@ -273,7 +273,13 @@ void gemm_panels(const std::uint16_t* x, std::size_t m, std::size_t stride, std:
 // Batches keep their blocks and panels: streams of 3 rows over tiles of 8 rows of x (x from L2)
 // read W at 34 GB/s, of 4 or 6 rows over two tiles of 4 at 36-41, the panels at 45-48
 // (BM_SmallBatch/8/4096/11008/0, same sitting).
-constexpr std::size_t kStreams = 5;
+// 4 streams, not 5, since W sits on huge pages (engine/weight_matrix.cpp; the counts above
+// were measured on 4 KiB pages): bf16 GB/s over the f32 GEMV's (4 streams) in the same round,
+// calls alternated in one process, Zen 5, 2 threads, with memory in its fast state (f32 at
+// 77-81 GB/s): 4096 x 11008 1.002-1.016 with 4 streams against 0.949-0.955 with 5 (3:
+// 0.996-1.023, 6: 0.988); with memory slow level (0.999-1.006 against 0.991-0.996 at
+// 4096 x 11008 and 11008 x 4096, 1.108 against 1.122 at 4096 x 4096).
+constexpr std::size_t kStreams = 4;
 
 // Its own parallel loop, not for_each_stream_pass: through that lambda GCC 12 copied one
 // accumulator to another register and back around its vdpbf16ps in the hot loop, and the GEMV
