@@ -787,11 +787,11 @@ void attend_decode(const AttentionProblem& p, int threads) {
   // widened, but the loads and conversions then run beside the FMAs. Widening each block once
   // into f32 tiles shared by the g query heads was a phase of its own that read the block from
   // memory while nothing computed (more than 4 heads per kv head used to take it). f16 decode,
-  // Zen 5, 2 threads, cold, in one process, in place against tiles: GQA-8 at 32,768 tokens
-  // 0.59x the time, 0.66x at 2,000; g = 7 (qwen2.5-7b) 0.64x / 0.68x; g = 5 0.64x, g = 12 0.71x,
-  // g = 15 0.78x; bf16 and int8 with --compute exact (g = 8) 0.62x and 0.68x; pages of 16
-  // 0.70x; AVX2 (g = 6) 0.71-0.72x. (Rows that are not whole vectors keep the tiles. The dot
-  // units keep their own.)
+  // Zen 5, 2 threads, cold, in one process, in place against tiles: g = 8 (GQA-4 of 32 heads)
+  // 0.59x the time at 32,768 tokens, 0.66x at 2,000; g = 7 (qwen2.5-7b) 0.64x / 0.68x; g = 5
+  // 0.64x, g = 12 0.71x, g = 15 0.78x; bf16 and int8 with --compute exact (g = 8) 0.62x and
+  // 0.68x; pages of 16 0.70x; AVX2 (g = 6) 0.71-0.72x. (Rows that are not whole vectors keep
+  // the tiles. The dot units keep their own.)
   const bool direct = U != ComputeUnit::fp32_fma || d % W == 0;
   decode_with<A>(p, threads, direct, [](std::size_t head_dim, std::size_t max_queries) {
     return KeyRunner<A, D, U>(head_dim, max_queries);
