@@ -311,7 +311,7 @@ struct NextBlock {
   // Whether the rows run on across pages (KvView::chunked_block_rows): k and v then hold only
   // the first page's, and kernels find the others by kvh and pos.
   KVSCOPE_ISA_NEUTRAL bool spans_pages(const KvView& kv) const {
-    return rows > 0 && kv.paged() && kv.row_in_page(pos) + rows > kv.page_tokens;
+    return rows > 0 && kv.spans_pages(pos, rows);
   }
   // Requests the rows' scales into L2: a paged cache keeps them in each page, where no
   // hardware prefetcher follows them (an int8 page of 16 rows has one line of each; unasked,
@@ -882,7 +882,7 @@ void block_scales(const KvView& kv, std::size_t kvh, std::size_t b0, std::size_t
                   const float*& v_scale) {
   k_scale = kv.k_scales(kvh, b0);
   v_scale = kv.v_scales(kvh, b0);
-  if (kv.paged() && kv.row_in_page(b0) + nb > kv.page_tokens) {
+  if (kv.spans_pages(b0, nb)) {
     for (std::size_t r = 0, n; r < nb; r += n) {
       n = kv.block_rows(b0 + r, b0 + nb, nb - r);  // the rest of that page
       copy_scales<A>(kv.k_scales(kvh, b0 + r), n, n, k_pad + r);

@@ -382,7 +382,7 @@ void run_key_range(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
     if constexpr (D == KvDtype::int8) {
       block_scales<A>(kv, kvh, b0, nb, kKeyBlock, ws.k_scale, ws.v_scale, k_scale, v_scale);
     }
-    if (chunked && kv.paged() && kv.row_in_page(b0) + nb > kv.page_tokens) {
+    if (chunked && kv.spans_pages(b0, nb)) {
       NextBlock next = NextBlock::within(kv, kvh, b0, nb, t1, kKeyBlock, ws.after_range);
       for (std::size_t r = 0; r < next.rows; r += BlockRows::kChunkRows) {
         const std::size_t n = std::min(BlockRows::kChunkRows, next.rows - r);

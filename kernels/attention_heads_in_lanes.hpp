@@ -231,10 +231,7 @@ class HeadsInLanes {
         pass_rows_.get()[pass] = seen;
         rows = seen > rows ? seen : rows;
       }
-      if (rows == 0) {
-        keys_ready = false;
-        continue;
-      }
+      if (rows == 0) continue;  // keys are widened ahead only for blocks some query sees
       const NextBlock next = kv.paged() && kv.page_tokens < kBlock
                                  ? NextBlock{}
                                  : NextBlock::within(kv, kvh, b0, nb, t1, kBlock, after_range);
@@ -247,7 +244,7 @@ class HeadsInLanes {
       RowWidener<A, D> values, next_keys;
       blk.k_next = next.k, blk.v_next = next.v, blk.n_next = next.rows;
       blk.next_row_bytes = kv.k_row_bytes();
-      if (kv.paged() && kv.row_in_page(b0) + nb > kv.page_tokens) {
+      if (kv.spans_pages(b0, nb)) {
         gather_block<D>(kv, kvh, b0, nb, rows, t1, blk);
       } else if constexpr (D == KvDtype::f32) {
         blk.k = reinterpret_cast<const float*>(kv.k_row(kvh, b0));
@@ -268,7 +265,7 @@ class HeadsInLanes {
         const std::size_t b1 = b0 + nb;
         const std::size_t nb1 = kv.chunked_block_rows(b1, t1, kBlock);
         const std::size_t rows1 = last_seen < b1 ? 0 : std::min(nb1, last_seen - b1 + 1);
-        if (rows1 > 0 && !(kv.paged() && kv.row_in_page(b1) + nb1 > kv.page_tokens)) {
+        if (rows1 > 0 && !kv.spans_pages(b1, nb1)) {
           next_keys = RowWidener<A, D>(reinterpret_cast<const elem_t<D>*>(kv.k_row(kvh, b1)), d,
                                        rows1, key_tile(1 - k_slot, blk.stride));
         }

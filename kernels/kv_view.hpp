@@ -111,6 +111,11 @@ struct KvView {
     const float* s = v_scales(kv_head, pos);
     return s ? *s : 1.0f;
   }
+  // Whether rows [pos, pos + rows) run on past the end of pos's page (never in a contiguous
+  // cache): their block is then gathered or read chunk by chunk, page by page.
+  KVSCOPE_ISA_NEUTRAL bool spans_pages(std::size_t pos, std::size_t rows) const {
+    return paged() && row_in_page(pos) + rows > page_tokens;
+  }
   // Rows of the key block that starts at b0 in a range ending at `end`: at most max_rows,
   // and never past the end of b0's page, so a block's rows are consecutive in memory.
   // 0 when b0 ≥ end.

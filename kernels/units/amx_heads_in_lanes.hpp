@@ -210,7 +210,7 @@ class AmxHeadsInLanes {
     // int8 requests its values as it interleaves them; value pairs are interleaved already.
     const bool values = D != KvDtype::int8 && read_values;
     std::size_t spread = rows;
-    if (kv.paged() && kv.row_in_page(pos) + rows > kv.page_tokens) {
+    if (kv.spans_pages(pos, rows)) {
       spread = BlockRows::kChunkRows;  // chunked_block_rows: pos starts a chunk of its page
       for (std::size_t r = spread; r < rows; r += BlockRows::kChunkRows) {
         const std::size_t n = rows - r < 16 ? rows - r : 16;
