@@ -24,7 +24,9 @@ bool prefetch_in_page_runs() { return !cpu_features().amd; }
 
 bool prefetch_in_groups() { return !cpu_features().amd; }
 
-bool prefetch_shared_blocks_to_l1() { return cpu_features().amd; }
+bool prefetch_shared_blocks_to_l1() {
+  return cpu_features().amd && cpu_features().l1d_kib >= 48;
+}
 
 bool prefetch_block_after_next() { return cpu_features().amd; }
 

@@ -38,11 +38,17 @@ bool prefetch_in_groups();
 
 // Whether the next block of rows that several queries read together (GQA's query tiles on
 // fp32-fma, the rows widened once into f32 tiles, the dot units' tile kernel) is requested into
-// L1 (prefetcht0) rather than L2 (prefetcht1). AMD: L1. Zen 5 (2 threads, cold, 2026-12-05),
-// GQA-8 decode into L1 against L2: 0.92x the time (f32), 0.95x (bf16), 0.96x (int8,
-// vnni-int8) at 2,000 tokens, 0.89x (f32) and 0.92x (bf16) at 32,768. (One query per head
-// reading rows in place gained nothing: MHA int8 1.02x, over pages of 16 0.97-1.04x.) Intel
-// Xeon: L2, as measured before this was asked (unmeasured there).
+// L1 (prefetcht0) rather than L2 (prefetcht1). AMD with an L1 data cache of 48 KiB or more
+// (Zen 5): L1. Zen 5 (2 threads, cold, 2026-12-05), GQA-8 decode into L1 against L2: 0.92x
+// the time (f32), 0.95x (bf16), 0.96x (int8, vnni-int8) at 2,000 tokens, 0.89x (f32) and 0.92x
+// (bf16) at 32,768. (One query per head reading rows in place gained nothing: MHA int8 1.02x,
+// over pages of 16 0.97-1.04x.) With 32 KiB (Zen 4) the next block (a 64-row f32 block's keys
+// alone are 32 KiB) pushed out the rows being read: Zen 4 (2 threads, cold, 2026-12-07, the
+// two binaries alternated), GQA-8 decode into L2 against L1: 0.78-0.92x the time (f32),
+// 0.69-0.77x (f16), 0.79-0.84x (bf16), 0.78-0.87x (int8, vnni-int8) at 2,000 tokens; 0.81-0.86x,
+// 0.69-0.75x, 0.81-0.87x and 0.74-0.81x at 32,768; GQA-4 f16 0.91-0.92x (2,000), bf16
+// 0.84-0.87x (32,768, avx512-bf16); MHA int8 and 2,000-token prefill level. Intel Xeon: L2, as
+// measured before this was asked (unmeasured there).
 bool prefetch_shared_blocks_to_l1();
 
 // Whether the GQA query-quad kernel (units/dot_query_quads.hpp), which requests each next

@@ -21,6 +21,25 @@ std::uint64_t os_saved_state() {
   return (static_cast<std::uint64_t>(hi) << 32) | lo;
 }
 
+// The L1 data cache per core in KiB: AMD's leaf 0x80000005 (ECX bits 31-24), else the first
+// level-1 data cache among Intel's deterministic cache leaves (leaf 4); 0 when neither says.
+unsigned l1d_kib(bool amd) {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (amd) return __get_cpuid(0x80000005u, &eax, &ebx, &ecx, &edx) ? ecx >> 24 : 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx) || eax < 4) return 0;
+  for (unsigned sub = 0; sub < 8; ++sub) {
+    __cpuid_count(4, sub, eax, ebx, ecx, edx);
+    const unsigned type = eax & 0x1f, level = (eax >> 5) & 0x7;
+    if (type == 0) break;
+    if (level == 1 && type == 1) {  // data
+      const unsigned ways = (ebx >> 22) + 1, parts = ((ebx >> 12) & 0x3ff) + 1;
+      const unsigned line = (ebx & 0xfff) + 1, sets = ecx + 1;
+      return ways * parts * line * sets / 1024;
+    }
+  }
+  return 0;
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -30,6 +49,7 @@ CpuFeatures detect() {
         std::memcpy(vendor + 8, &ecx, 4);
     f.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
   }
+  f.l1d_kib = l1d_kib(f.amd);
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
   const unsigned max_subleaf = eax;
   const std::uint64_t xcr0 = os_saved_state();

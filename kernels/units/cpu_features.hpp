@@ -15,6 +15,7 @@ struct CpuFeatures {
   bool amx_int8 = false;     // AMX tiles with int8 dot products (CPU and OS state)
   bool amx_granted = false;  // Linux granted tile data (arch_prctl ARCH_REQ_XCOMP_PERM)
   bool amd = false;          // vendor "AuthenticAMD" (kernels/prefetch_policy.hpp)
+  unsigned l1d_kib = 0;      // L1 data cache per core in KiB (prefetch_policy.hpp); 0: unknown
   std::string amx_note;      // why AMX is unusable although the CPU has it; empty otherwise
 };
 
