@@ -104,7 +104,8 @@ TEST(PageRunPrefetcher, RowStepsAndRestRequestTheSameLines) {
 }
 
 // A block several queries read is requested by the same walk, into L1 where the CPU's policy
-// says so (prefetch_shared_blocks_to_l1(): AMD), else into L2 as every other block.
+// says so (prefetch_shared_blocks_to_l1(): AMD with an L1 of 48 KiB or more), else into L2 as
+// every other block.
 TEST(PageRunPrefetcher, SharedBlocksWalkTheSameLinesIntoTheLevelThePolicyNames) {
   const char* base = reinterpret_cast<const char*>(std::size_t{1} << 20);
   const std::size_t bytes = 3 * PageRunPrefetcher::kRunBytes + 5 * 64 + 10;
