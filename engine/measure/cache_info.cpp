@@ -6,6 +6,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "kernels/units/cpuid_caches.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -60,43 +62,27 @@ std::optional<LastLevelCache> read_sysfs_llc(const std::string& cpu_cache_dir) {
 }
 
 std::optional<LastLevelCache> read_cpuid_llc() {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return std::nullopt;
-  const bool amd = b == 0x68747541;  // "Auth"enticAMD (and Hygon reuses AMD's leaves)
-  const unsigned leaf = amd ? 0x8000001Du : 4u;
-  if (amd) {
-    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < leaf) return std::nullopt;
-  } else if (a < leaf) {
-    return std::nullopt;
-  }
+  const CpuidCaches found = read_cpuid_caches();
   std::optional<LastLevelCache> best;
-  for (unsigned sub = 0; sub < 16; ++sub) {
-    __cpuid_count(leaf, sub, a, b, c, d);
-    const unsigned type = a & 0x1f;  // 0 = no more caches, 2 = instruction
-    if (type == 0) break;
-    if (type == 2) continue;
-    const int level = static_cast<int>((a >> 5) & 0x7);
-    const std::uint64_t ways = ((b >> 22) & 0x3ff) + 1, partitions = ((b >> 12) & 0x3ff) + 1,
-                        line = (b & 0xfff) + 1, sets = static_cast<std::uint64_t>(c) + 1;
-    const std::uint64_t bytes = ways * partitions * line * sets;
-    if (!best || level > best->level) {
+  for (const CpuidCache& cache : found.caches) {
+    if (cache.type == CpuidCache::Type::instruction) continue;
+    if (!best || cache.level > best->level) {
       char source[32];
-      std::snprintf(source, sizeof source, "CPUID 0x%X", leaf);
-      best = LastLevelCache{bytes, level, source};
+      std::snprintf(source, sizeof source, "CPUID 0x%X", found.leaf);
+      best = LastLevelCache{cache.bytes, cache.level, source};
     }
   }
-  if (!best && amd && __get_cpuid(0x80000006u, &a, &b, &c, &d)) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!best && found.amd && __get_cpuid(0x80000006u, &a, &b, &c, &d)) {
     // Legacy AMD leaf (some hypervisors leave 0x8000001D empty): EDX[31:18] is the L3 in
     // 512 KiB units, ECX[31:16] the L2 in KiB.
     if ((d >> 18) != 0)
       return LastLevelCache{std::uint64_t{d >> 18} * (512 << 10), 3, "CPUID 0x80000006"};
     if ((c >> 16) != 0) return LastLevelCache{std::uint64_t{c >> 16} << 10, 2, "CPUID 0x80000006"};
   }
-  return best;
-#else
-  return std::nullopt;
 #endif
+  return best;
 }
 
 LastLevelCache detect_llc() {

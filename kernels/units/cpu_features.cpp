@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/units/cpuid_caches.hpp"
+
 namespace kvscope {
 namespace {
 
@@ -21,22 +23,14 @@ std::uint64_t os_saved_state() {
   return (static_cast<std::uint64_t>(hi) << 32) | lo;
 }
 
-// The L1 data cache per core in KiB: AMD's leaf 0x80000005 (ECX bits 31-24), else the first
-// level-1 data cache among Intel's deterministic cache leaves (leaf 4); 0 when neither says.
+// The L1 data cache per core in KiB: the level-1 data cache of CPUID's deterministic cache
+// leaves, else AMD's legacy leaf 0x80000005 (ECX bits 31-24); 0 when neither says.
 unsigned l1d_kib(bool amd) {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (amd) return __get_cpuid(0x80000005u, &eax, &ebx, &ecx, &edx) ? ecx >> 24 : 0;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx) || eax < 4) return 0;
-  for (unsigned sub = 0; sub < 8; ++sub) {
-    __cpuid_count(4, sub, eax, ebx, ecx, edx);
-    const unsigned type = eax & 0x1f, level = (eax >> 5) & 0x7;
-    if (type == 0) break;
-    if (level == 1 && type == 1) {  // data
-      const unsigned ways = (ebx >> 22) + 1, parts = ((ebx >> 12) & 0x3ff) + 1;
-      const unsigned line = (ebx & 0xfff) + 1, sets = ecx + 1;
-      return ways * parts * line * sets / 1024;
-    }
+  for (const CpuidCache& cache : read_cpuid_caches().caches) {
+    if (cache.level == 1 && cache.type == CpuidCache::Type::data) return cache.bytes / 1024;
   }
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (amd && __get_cpuid(0x80000005u, &eax, &ebx, &ecx, &edx)) return ecx >> 24;
   return 0;
 }
 
