@@ -200,24 +200,37 @@ void run_page_part(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
   }
 }
 
+// Pages a part of run_page_heads spans at most.
+inline constexpr std::size_t kMaxPagesPerPart = 4;
+
 // The parts of kv heads [kvh0, kvh0 + heads) of a paged cache over keys [t0, t1) in reading
-// order: a page's heads in turn, then the next page's (none for no heads). A page holds its
-// heads' blocks at a fixed stride, so a part is found by a step, not a page-table lookup.
+// order: a page's heads in turn, then the next page's (none for no heads). A part holds one
+// head's rows of up to `pages` consecutive pages (runs; whole pages but the last): their heads in
+// turn, then the next pages'. A page holds its heads' blocks at a fixed stride, so a part is found
+// by a step, not a page-table lookup.
 class PagePartCursor {
  public:
   KVSCOPE_ISA_NEUTRAL PagePartCursor(const KvView& kv, std::size_t kvh0, std::size_t heads,
-                                     std::size_t t0, std::size_t t1)
-      : kv_(&kv), kvh0_(kvh0), heads_(heads), t1_(t1), b0_(heads > 0 ? t0 : t1) {
+                                     std::size_t t0, std::size_t t1, std::size_t pages = 1)
+      : kv_(&kv),
+        kvh0_(kvh0),
+        heads_(heads),
+        t1_(t1),
+        pages_(pages < 1                  ? 1
+               : pages > kMaxPagesPerPart ? kMaxPagesPerPart
+                                          : pages),
+        b0_(heads > 0 ? t0 : t1) {
     start_page();
   }
   bool done() const { return b0_ >= t1_; }
   std::size_t head() const { return i_; }  // of the item: kv head kvh0 + head()
   std::size_t first_key() const { return b0_; }
-  std::size_t rows() const { return done() ? 0 : page_.rows; }
-  // The part's rows (NextBlock::at's, found by a step from head kvh0's).
-  KVSCOPE_ISA_NEUTRAL NextBlock part() const {
-    if (done()) return {};
-    NextBlock at = page_;
+  std::size_t rows() const { return done() ? 0 : rows_; }  // of all its runs
+  std::size_t runs() const { return done() ? 0 : runs_; }
+  // Run j's rows (NextBlock::at's, found by a step from head kvh0's); part() is run 0.
+  KVSCOPE_ISA_NEUTRAL NextBlock run(std::size_t j) const {
+    if (done() || j >= runs_) return {};
+    NextBlock at = page_[j];
     const std::size_t step = i_ * kv_->k_head_stride_bytes;  // V's stride is the same in a page
     const auto stepped = [step](const float* scales) {
       return scales
@@ -228,21 +241,32 @@ class PagePartCursor {
     at.k_scale = stepped(at.k_scale), at.v_scale = stepped(at.v_scale);
     return at;
   }
+  KVSCOPE_ISA_NEUTRAL NextBlock part() const { return run(0); }
   KVSCOPE_ISA_NEUTRAL void advance() {
     if (done()) return;
     if (++i_ < heads_) return;
-    i_ = 0, b0_ += page_.rows;
+    i_ = 0, b0_ += rows_;
     start_page();
   }
 
  private:
   KVSCOPE_ISA_NEUTRAL void start_page() {
+    runs_ = rows_ = 0;
     if (done()) return;
-    page_ = NextBlock::at(*kv_, kvh0_, b0_, kv_->block_rows(b0_, t1_, kv_->page_tokens));
+    for (std::size_t pos = b0_; runs_ < pages_ && pos < t1_;) {
+      const NextBlock run =
+          NextBlock::at(*kv_, kvh0_, pos, kv_->block_rows(pos, t1_, kv_->page_tokens));
+      page_[runs_++] = run;
+      rows_ += run.rows, pos += run.rows;
+      // Only whole pages are followed by another run (so that every run but the last holds
+      // whole vectors of scores where pages do).
+      if (run.rows != kv_->page_tokens) break;
+    }
   }
   const KvView* kv_;
-  std::size_t kvh0_, heads_, t1_, b0_, i_ = 0;
-  NextBlock page_;  // head kvh0's rows of the current page
+  std::size_t kvh0_, heads_, t1_, pages_, b0_, i_ = 0;
+  std::size_t runs_ = 0, rows_ = 0;
+  NextBlock page_[kMaxPagesPerPart];  // head kvh0's runs of the current part
 };
 
 // One query per kv head (st[i] for head kvh0 + i) over keys [t0, t1) of kv heads
@@ -257,6 +281,10 @@ class PagePartCursor {
 // hardware prefetchers follow it. While a part's keys are read, the keys of the part `ahead`
 // on in its stream are requested, while its values are, that part's values (ahead: decode_with's
 // parts_ahead, 8 KiB of parts, at least one).
+// A part may span several pages (pages_per_part, at most kMaxPagesPerPart; decode_with sets it
+// for int8 rows on AVX-512): one head's rows of consecutive pages (runs), whose scores lie side
+// by side for one softmax update, their p·V run by run, each run requesting the same run's rows
+// of the part ahead.
 // MHA int8 decode over pages of 16, Zen 5, 2 threads, against run_page_part (binaries
 // alternated; contiguous step in brackets): warm 0.69x the time at 2,000 tokens; cold with
 // memory in its fast state 0.65x at 2,000 (1.08x the contiguous step against 1.66x) and
@@ -270,17 +298,29 @@ class PagePartCursor {
 // run_page_part: pipelined they took 1.11x its time cold (slow state).
 template <class A, KvDtype D>
 void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
-                    std::size_t t1, QueryState* st, std::size_t nv, std::size_t ahead) {
+                    std::size_t t1, QueryState* st, std::size_t nv, std::size_t ahead,
+                    std::size_t pages_per_part) {
   constexpr std::size_t W = fbatch<A>::size;
-  // One part in flight: its block, scores and weights, and the requests of its values.
-  struct Slot {
-    KeyBlock<D> blk;
-    QueryState* st = nullptr;
-    std::size_t n = 0;
+  // One page's rows of a part, and the requests of the values of the same run of the part
+  // ahead (made while these values are read).
+  struct Run {
+    const elem_t<D>* k = nullptr;
+    const elem_t<D>* v = nullptr;
+    const float* k_scale = nullptr;
+    std::size_t n = 0;  // visible rows
     PageRunPrefetcher values_ahead{nullptr, 0};
+  };
+  // One part in flight: its runs, scores and weights (runs side by side, each but the last
+  // whole vectors long).
+  struct Slot {
+    Run runs[kMaxPagesPerPart];
+    std::size_t n_runs = 0;
+    QueryState* st = nullptr;
+    std::size_t n = 0;  // visible rows of all runs
+    const float* v_scale = nullptr;
     alignas(64) float s[kKeyBlock];
     alignas(64) float p[kKeyBlock];
-    alignas(64) float scales[2][kKeyBlock];  // padded k and v scales where needed
+    alignas(64) float scales[2][kKeyBlock];  // padded k scales of a short run; v scales of all
   };
   Slot slots[2];
 
@@ -289,10 +329,10 @@ void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::
     PagePartCursor cur, later;
   };
   const std::size_t half = (heads + 1) / 2;
-  Stream streams[2] = {
-      {PagePartCursor(kv, kvh0, half, t0, t1), PagePartCursor(kv, kvh0, half, t0, t1)},
-      {PagePartCursor(kv, kvh0 + half, heads - half, t0, t1),
-       PagePartCursor(kv, kvh0 + half, heads - half, t0, t1)}};
+  Stream streams[2] = {{PagePartCursor(kv, kvh0, half, t0, t1, pages_per_part),
+                        PagePartCursor(kv, kvh0, half, t0, t1, pages_per_part)},
+                       {PagePartCursor(kv, kvh0 + half, heads - half, t0, t1, pages_per_part),
+                        PagePartCursor(kv, kvh0 + half, heads - half, t0, t1, pages_per_part)}};
   for (Stream& stream : streams) {
     for (std::size_t i = 0; i < ahead; ++i) stream.later.advance();
   }
@@ -306,29 +346,39 @@ void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::
     ++turn;
     PagePartCursor& cur = stream->cur;
     PagePartCursor& later = stream->later;
-    const NextBlock part = cur.part(), part_ahead = later.part();
-    const std::size_t nb = part.rows;
-    if constexpr (D == KvDtype::int8) part_ahead.prefetch_scales();
-    const float* k_scale = part.k_scale;
-    const float* v_scale = part.v_scale;
-    if (nb % W != 0 && k_scale != nullptr) {  // a part that is not whole vectors: padded scales
-      block_scales<A>(kv, part.kvh, part.pos, nb, (nb + W - 1) / W * W, slot.scales[0],
-                      slot.scales[1], k_scale, v_scale);
-    }
-    slot.blk = KeyBlock<D>{reinterpret_cast<const elem_t<D>*>(part.k),
-                           reinterpret_cast<const elem_t<D>*>(part.v),
-                           kv.head_dim,
-                           part.pos,
-                           nb,
-                           k_scale,
-                           v_scale};
-    slot.st = st + (part.kvh - kvh0);
-    slot.n = visible_rows(*slot.st, slot.blk);
-    slot.values_ahead = PageRunPrefetcher(part_ahead.v, part_ahead.rows * kv.v_row_bytes());
-    PageRunPrefetcher keys_ahead(part_ahead.k, part_ahead.rows * kv.k_row_bytes());
-    if (slot.n > 0) {
-      query_scores<A, D, true>(slot.st->q, slot.blk.k, slot.blk.stride, slot.n, nv,
-                               slot.blk.k_scale, slot.s, keys_ahead);
+    slot.st = st + (cur.part().kvh - kvh0);
+    slot.n_runs = cur.runs();
+    slot.n = 0;
+    slot.v_scale = nullptr;
+    for (std::size_t j = 0; j < slot.n_runs; ++j) {
+      const NextBlock run = cur.run(j), run_ahead = later.run(j);
+      if constexpr (D == KvDtype::int8) run_ahead.prefetch_scales();
+      Run& r = slot.runs[j];
+      r.k = reinterpret_cast<const elem_t<D>*>(run.k);
+      r.v = reinterpret_cast<const elem_t<D>*>(run.v);
+      r.k_scale = run.k_scale;
+      r.values_ahead = PageRunPrefetcher(run_ahead.v, run_ahead.rows * kv.v_row_bytes());
+      const KeyBlock<D> blk{r.k, r.v, kv.head_dim, run.pos, run.rows, run.k_scale, run.v_scale};
+      r.n = visible_rows(*slot.st, blk);
+      if (r.n == 0) continue;  // (a causal query: no later run is visible either)
+      const float* v_scale = run.v_scale;
+      if (r.n % W != 0 && r.k_scale != nullptr) {  // a short run: padded scales
+        block_scales<A>(kv, run.kvh, run.pos, r.n, (r.n + W - 1) / W * W, slot.scales[0],
+                        slot.scales[1] + slot.n, r.k_scale, v_scale);
+      }
+      if (v_scale != nullptr) {
+        if (slot.n_runs == 1) {
+          slot.v_scale = v_scale;
+        } else {  // the runs' value scales side by side
+          if (v_scale != slot.scales[1] + slot.n)
+            std::copy(v_scale, v_scale + r.n, slot.scales[1] + slot.n);
+          slot.v_scale = slot.scales[1];
+        }
+      }
+      PageRunPrefetcher keys_ahead(run_ahead.k, run_ahead.rows * kv.k_row_bytes());
+      query_scores<A, D, true>(slot.st->q, r.k, kv.head_dim, r.n, nv, r.k_scale, slot.s + slot.n,
+                               keys_ahead);
+      slot.n += r.n;
     }
     cur.advance(), later.advance();
     return true;
@@ -336,11 +386,11 @@ void run_page_heads(const KvView& kv, std::size_t kvh0, std::size_t heads, std::
   bool more = start(slots[0]);
   for (std::size_t k = 0; more; ++k) {
     Slot& slot = slots[k % 2];
-    if (slot.n > 0) softmax_update<A>(*slot.st, slot.s, slot.n, slot.blk.v_scale, nv, slot.p);
+    if (slot.n > 0) softmax_update<A>(*slot.st, slot.s, slot.n, slot.v_scale, nv, slot.p);
     more = start(slots[(k + 1) % 2]);
-    if (slot.n > 0) {
-      block_pv<A, D>(slot.p, slot.blk.v, slot.blk.stride, slot.n, nv, slot.st->acc,
-                     slot.values_ahead);
+    for (std::size_t j = 0, done = 0; j < slot.n_runs && done < slot.n; done += slot.runs[j++].n) {
+      Run& r = slot.runs[j];
+      block_pv<A, D>(slot.p + done, r.v, kv.head_dim, r.n, nv, slot.st->acc, r.values_ahead);
     }
   }
 }
@@ -469,8 +519,9 @@ struct KeyRunner<A, D, ComputeUnit::fp32_fma> {
   }
   // One query per kv head over whole pages, all heads of an item (run_page_heads).
   void run_pages(const KvView& kv, std::size_t kvh0, std::size_t heads, std::size_t t0,
-                 std::size_t t1, QueryState* st, std::size_t nv, std::size_t ahead) {
-    run_page_heads<A, D>(kv, kvh0, heads, t0, t1, st, nv, ahead);
+                 std::size_t t1, QueryState* st, std::size_t nv, std::size_t ahead,
+                 std::size_t pages_per_part) {
+    run_page_heads<A, D>(kv, kvh0, heads, t0, t1, st, nv, ahead, pages_per_part);
   }
   std::optional<HeadsInLanes<A>> lanes;
 };
@@ -630,6 +681,21 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // the parts.
   const bool page_heads =
       kPipelinesPages<Runner> && page_groups && !single_rows_ahead && kv.page_tokens <= kKeyBlock;
+  // int8 rows on AVX-512 take parts of a block's whole pages (run_page_heads): pages of 16
+  // then make one softmax update, horizontal max and sum and part setup per 64 rows rather than
+  // per 16. MHA int8 decode over pages of 16, Zen 4, 2 threads, in pairs against parts of one
+  // page: 0.82-0.87x the time (2,000 and 32,768 tokens, warm and cold); pages of 32 0.93-0.94x.
+  // 16-bit rows (1.02x) and AVX2 (W = 8: 1.00-1.02x) keep parts of one page.
+  const std::size_t pages_per_part = page_heads && W == 16 && kv.k_dtype == KvDtype::int8 &&
+                                             kv.page_tokens % W == 0 &&
+                                             kKeyBlock % kv.page_tokens == 0
+                                         ? std::min(kMaxPagesPerPart, kKeyBlock / kv.page_tokens)
+                                         : 1;
+  const std::size_t page_part_bytes = pages_per_part * part_bytes;  // 0 for a contiguous cache
+  const std::size_t page_parts_ahead =
+      page_part_bytes < kPartsAheadBytes
+          ? (kPartsAheadBytes + page_part_bytes - 1) / std::max<std::size_t>(page_part_bytes, 1)
+          : 1;
   // Page by page an item holds several heads, so one query per head reading in place may take
   // chunks as short as a block (16 items rather than 7 at 2,000 tokens keep 2 threads evenly
   // loaded), and long contexts are cut finer. Runners that set up more per item (query groups,
@@ -709,8 +775,8 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
         if (by_page) runner.run_paged(kv, kvh0, heads_per_item, t0, t1, st, g);
       } else if (page_heads) {
         if constexpr (kPipelinesPages<Runner>) {
-          runner.run_pages(kv, kvh0, heads_per_item, t0, t1, st, nv,
-                           std::max<std::size_t>(parts_ahead, 1));
+          runner.run_pages(kv, kvh0, heads_per_item, t0, t1, st, nv, page_parts_ahead,
+                           pages_per_part);
         }
       } else if (by_page) {
         // Rows read in place take blocks across pages (run_key_range).

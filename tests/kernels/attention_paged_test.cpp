@@ -136,8 +136,9 @@ class SingleQueryRowsPolicy {
 // pages of at most a block through run_page_heads (two streams of heads, parts
 // software-pipelined), f32 rows through run_page_part; with them (Intel's), a group of heads
 // at a time. Heads that split into even and uneven streams (2, 5, 32), pages cut short (5), of
-// one score vector (16) and of a block (64), the last page partial: within float32 rounding
-// of the contiguous layout, within the float64 bound, and threads change no bit.
+// one score vector (16), two (32) and a block (64), the last page partial (int8 on AVX-512
+// reads parts of 4 pages of 16 or 2 of 32 as one block, the last part short): within float32
+// rounding of the contiguous layout, within the float64 bound, and threads change no bit.
 TEST(AttentionPagedHeads, BothPrefetchPoliciesOfOneQueryPerHead) {
   for (const bool single_rows : {false, true}) {
     const SingleQueryRowsPolicy policy(single_rows);
@@ -147,7 +148,7 @@ TEST(AttentionPagedHeads, BothPrefetchPoliciesOfOneQueryPerHead) {
         const RandomProblem rp(n_kv, n_kv, 128, 1100 + n_kv, 1, dtype, 53 + n_kv, 1.0f,
                                Data::outliers);
         const F64Attention truth = attend_f64(rp);
-        for (const std::size_t page_tokens : {5, 16, 64}) {
+        for (const std::size_t page_tokens : {5, 16, 32, 64}) {
           const KvCache paged = paged_copy(rp, page_tokens);
           for (const Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512}) {
             if (!cpu_supports(isa)) continue;

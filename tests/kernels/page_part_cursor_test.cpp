@@ -1,9 +1,11 @@
 // PagePartCursor (kernels/attention_decode.hpp): the parts of a paged cache in reading order —
 // each page's heads in turn, a partial first and last page included — at the addresses the
-// page table gives, and none for no heads.
+// page table gives, and none for no heads; parts of several pages (runs), whole pages but the
+// last.
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "kernels/attention_decode.hpp"
@@ -57,6 +59,56 @@ TEST(PagePartCursor, VisitsEachPagesHeadsInTurnThroughTheTable) {
   EXPECT_TRUE(cur.done());
   EXPECT_EQ(cur.rows(), 0u);
   EXPECT_EQ(cur.part().k, nullptr);
+}
+
+TEST(PagePartCursor, PartsOfSeveralPagesRunWholePagesButTheLast) {
+  const FakePages f;
+  struct Part {
+    std::size_t first_key;
+    std::vector<std::size_t> runs;  // rows of each
+  };
+  struct Case {
+    std::size_t pages, t0, t1;
+    std::vector<Part> parts;
+  };
+  const Case cases[] = {
+      // A page's tail ends its part; the range's end cuts the last.
+      {2, 5, 70, {{5, {11}}, {16, {16, 16}}, {48, {16, 6}}}},
+      {4, 0, 70, {{0, {16, 16, 16, 16}}, {64, {6}}}},
+      {4, 16, 40, {{16, {16, 8}}}},
+      {1, 0, 20, {{0, {16}}, {16, {4}}}},
+  };
+  const std::size_t kvh0 = 1, heads = 2;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.pages) + " pages a part over [" + std::to_string(c.t0) + ", " +
+                 std::to_string(c.t1) + ")");
+    PagePartCursor cur(f.kv, kvh0, heads, c.t0, c.t1, c.pages);
+    for (const Part& part : c.parts) {
+      for (std::size_t i = 0; i < heads; ++i) {
+        ASSERT_FALSE(cur.done());
+        EXPECT_EQ(cur.head(), i);
+        EXPECT_EQ(cur.first_key(), part.first_key);
+        ASSERT_EQ(cur.runs(), part.runs.size());
+        std::size_t pos = part.first_key, rows = 0;
+        for (std::size_t j = 0; j < part.runs.size(); ++j) {
+          const NextBlock run = cur.run(j);
+          EXPECT_EQ(run.rows, part.runs[j]);
+          EXPECT_EQ(run.pos, pos);
+          EXPECT_EQ(run.kvh, kvh0 + i);
+          EXPECT_EQ(run.k, f.kv.k_row(kvh0 + i, pos));
+          EXPECT_EQ(run.v, f.kv.v_row(kvh0 + i, pos));
+          EXPECT_EQ(run.k_scale, f.kv.k_scales(kvh0 + i, pos));
+          EXPECT_EQ(run.v_scale, f.kv.v_scales(kvh0 + i, pos));
+          pos += part.runs[j], rows += part.runs[j];
+        }
+        EXPECT_EQ(cur.rows(), rows);
+        EXPECT_EQ(cur.run(part.runs.size()).rows, 0u);  // none past the part's runs
+        cur.advance();
+      }
+    }
+    EXPECT_TRUE(cur.done());
+    EXPECT_EQ(cur.runs(), 0u);
+  }
 }
 
 TEST(PagePartCursor, NoHeadsNoParts) {
