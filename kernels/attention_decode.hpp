@@ -200,8 +200,8 @@ void run_page_part(const KvView& kv, std::size_t kvh, std::size_t t0, std::size_
   }
 }
 
-// Pages a part of run_page_heads spans at most.
-inline constexpr std::size_t kMaxPagesPerPart = 4;
+// Pages a part of run_page_heads spans at most: a block's, pages of one AVX-512 vector each.
+inline constexpr std::size_t kMaxPagesPerPart = kKeyBlock / 16;
 
 // The parts of kv heads [kvh0, kvh0 + heads) of a paged cache over keys [t0, t1) in reading
 // order: a page's heads in turn, then the next page's (none for no heads). A part holds one
@@ -674,9 +674,12 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   // part ahead took 1.03-1.10x against their 1.01-1.06x.
   constexpr std::size_t kPartsAheadBytes = 8 * 1024;
   const std::size_t part_bytes = kv.page_tokens * (kv.k_row_bytes() + kv.v_row_bytes());
-  const std::size_t parts_ahead = page_groups && !single_rows_ahead && part_bytes < kPartsAheadBytes
-                                      ? (kPartsAheadBytes + part_bytes - 1) / part_bytes
-                                      : 0;
+  // Parts of `bytes` (> 0) that make kPartsAheadBytes; 0 for parts of that size or more.
+  const auto parts_in_reach = [](std::size_t bytes) {
+    return bytes < kPartsAheadBytes ? (kPartsAheadBytes + bytes - 1) / bytes : 0;
+  };
+  const std::size_t parts_ahead =
+      page_groups && !single_rows_ahead ? parts_in_reach(part_bytes) : 0;
   // int8 and 16-bit rows over pages of at most a block there: run_page_heads, which pipelines
   // the parts.
   const bool page_heads =
@@ -689,13 +692,10 @@ void decode_with(const AttentionProblem& p, int threads, bool direct,
   const std::size_t pages_per_part = page_heads && W == 16 && kv.k_dtype == KvDtype::int8 &&
                                              kv.page_tokens % W == 0 &&
                                              kKeyBlock % kv.page_tokens == 0
-                                         ? std::min(kMaxPagesPerPart, kKeyBlock / kv.page_tokens)
+                                         ? kKeyBlock / kv.page_tokens
                                          : 1;
-  const std::size_t page_part_bytes = pages_per_part * part_bytes;  // 0 for a contiguous cache
   const std::size_t page_parts_ahead =
-      page_part_bytes < kPartsAheadBytes
-          ? (kPartsAheadBytes + page_part_bytes - 1) / std::max<std::size_t>(page_part_bytes, 1)
-          : 1;
+      page_heads ? std::max<std::size_t>(parts_in_reach(pages_per_part * part_bytes), 1) : 1;
   // Page by page an item holds several heads, so one query per head reading in place may take
   // chunks as short as a block (16 items rather than 7 at 2,000 tokens keep 2 threads evenly
   // loaded), and long contexts are cut finer. Runners that set up more per item (query groups,
