@@ -122,9 +122,15 @@ ComputeUnit attention_compute_unit(KvTypes types, Isa isa, ComputeMode mode, std
   // chunks of whole pages, at 2,000 / 32,768 tokens, pages of 256 1.15x / 1.19x the contiguous
   // step against VNNI's 1.21x / 1.23x, 512 1.09x / 1.11x against 1.16x / 1.20x, 1,024 1.07x /
   // 1.07x against 1.12x / 1.16x.
+  // Zen 4, whose L1 data cache (32 KiB against Zen 5's 48) is how the two AMD cores are told
+  // apart here, not a cause shown: the widening kernel at every page size. 2 threads, cold,
+  // 2026-12-07, MHA int8 steps of both alternated in one process, widening / VNNI: pages of 64
+  // 0.83x the time (2,000 tokens) and 0.85x (32,768), pages of 128 0.80x and 0.82x. Warm (the
+  // cache in L3, not how a model's step reads it) VNNI stays faster: widening 1.08x, 1.09x.
   constexpr std::size_t kWideningPagesBelow = 64, kWideningPagesFrom = 256;
+  const bool vnni_mid_pages = cpu_features().l1d_kib >= 48;
   const bool widening_pages =
-      page_tokens < kWideningPagesBelow || page_tokens >= kWideningPagesFrom;
+      page_tokens < kWideningPagesBelow || page_tokens >= kWideningPagesFrom || !vnni_mid_pages;
   const bool widening_streams = sharing == 1 && widening_pages && !prefetch_single_query_rows();
   if (dtype == KvDtype::int8 && cpu_has(ComputeUnit::vnni_int8) && !widening_streams) {
     return ComputeUnit::vnni_int8;

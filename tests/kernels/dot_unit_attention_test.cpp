@@ -521,8 +521,10 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
       cpu_has(ComputeUnit::vnni_int8) ? ComputeUnit::vnni_int8 : ComputeUnit::fp32_fma;
   // One query per kv head: widening where the CPU streams its rows without software
   // prefetches (AMD), also over pages shorter than a block or of 256 tokens and more; VNNI
-  // elsewhere and over pages of 64 to 255 tokens.
+  // elsewhere, and over pages of 64 to 255 tokens where the L1 data cache holds 48 KiB or more
+  // (Zen 5; Zen 4's 32 KiB widen there too).
   const ComputeUnit streams = prefetch_single_query_rows() ? vnni : ComputeUnit::fp32_fma;
+  const ComputeUnit mid_pages = cpu_features().l1d_kib >= 48 ? vnni : streams;
   EXPECT_EQ(streams, unit_for(KvDtype::int8, 1));
   const auto paged_unit = [&](std::size_t page_tokens) {
     return attention_compute_unit(KvDtype::int8, Isa::avx512, ComputeMode::fast, 1, 128,
@@ -530,9 +532,9 @@ TEST(DotUnitDispatch, FastModeRunsTheChosenUnit) {
   };
   EXPECT_EQ(streams, paged_unit(16));
   EXPECT_EQ(streams, paged_unit(63));
-  EXPECT_EQ(vnni, paged_unit(64));
-  EXPECT_EQ(vnni, paged_unit(128));
-  EXPECT_EQ(vnni, paged_unit(255));
+  EXPECT_EQ(mid_pages, paged_unit(64));
+  EXPECT_EQ(mid_pages, paged_unit(128));
+  EXPECT_EQ(mid_pages, paged_unit(255));
   EXPECT_EQ(streams, paged_unit(256));
   EXPECT_EQ(streams, paged_unit(1024));
   EXPECT_EQ(vnni, unit_for(KvDtype::int8, 2));
